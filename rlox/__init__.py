@@ -1,0 +1,22 @@
+"""rlox: reinforcement learning with Cython kernels under small PyTorch modules.
+
+The low-level primitives (native envs, GAE/V-trace, running statistics, replay buffers,
+LLM kernels) are re-exported here; algorithms live in ``rlox.algorithms``.
+"""
+from rlox._threads import get_num_threads, openmp_enabled, set_num_threads
+from rlox.errors import RloxWarning
+
+from rlox.envs import *  # noqa: F401,F403
+from rlox.advantages import *  # noqa: F401,F403
+from rlox.stats import *  # noqa: F401,F403
+from rlox.buffers import *  # noqa: F401,F403
+from rlox.llm import *  # noqa: F401,F403
+
+from rlox import advantages as _adv, buffers as _buf, envs as _envs, llm as _llm, stats as _stats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__", "set_num_threads", "get_num_threads", "openmp_enabled", "RloxWarning",
+    *_envs.__all__, *_adv.__all__, *_stats.__all__, *_buf.__all__, *_llm.__all__,
+]

@@ -1,0 +1,1 @@
+"""Compiled Cython kernels (built from ext/*.pyx by setup.py)."""

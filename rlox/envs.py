@@ -1,0 +1,2 @@
+"""Placeholder while the envs kernels land."""
+__all__: list[str] = []
