@@ -16,7 +16,25 @@ from rlox import advantages as _adv, buffers as _buf, envs as _envs, llm as _llm
 
 __version__ = "0.1.0"
 
+# Names that pull in torch are imported on first use, so `import rlox` stays light.
+# Each maps to the module that defines it.
+_LAZY: dict[str, str] = {}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlox' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 __all__ = [
     "__version__", "set_num_threads", "get_num_threads", "openmp_enabled", "RloxWarning",
-    *_envs.__all__, *_adv.__all__, *_stats.__all__, *_buf.__all__, *_llm.__all__,
+    *_envs.__all__, *_adv.__all__, *_stats.__all__, *_buf.__all__, *_llm.__all__, *_LAZY,
 ]
