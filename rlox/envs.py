@@ -1,2 +1,349 @@
-"""Placeholder while the envs kernels land."""
-__all__: list[str] = []
+"""Native vectorised classic-control environments and gymnasium adapters.
+
+Native envs (Cython kernels in ``ext/envs_core.pxd``) reproduce gymnasium's ``CartPole-v1``,
+``Pendulum-v1``, ``MountainCar-v0``, ``MountainCarContinuous-v0`` and ``Acrobot-v1`` step by
+step, time limits included:
+
+    env = rlox.CartPole(seed=42)
+    obs = env.reset()                      # [4] float32
+    out = env.step(1)                      # dict(obs, reward, terminated, truncated)
+
+    vec = rlox.VecEnv(n=64, seed=0)        # env i behaves exactly like CartPole(seed=0 + i)
+    obs = vec.reset_all()                  # [64, 4] float32
+    out = vec.step_all([1] * 64)           # obs, rewards, terminated, truncated, terminal_obs
+
+``GymEnv`` / ``GymVecEnv`` give the same interfaces over any gymnasium env; ``make_vec_env``
+picks the native ``VecEnv`` when the id is native and ``GymVecEnv`` otherwise.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space
+
+from rlox._ext import envs as _core
+
+__all__ = [
+    "CartPole", "Pendulum", "MountainCar", "MountainCarContinuous", "Acrobot",
+    "VecEnv", "GymEnv", "GymVecEnv", "make_vec_env", "is_native", "NATIVE_ENV_IDS",
+]
+
+
+def _cartpole_spaces():
+    thr = 12 * 2 * math.pi / 360
+    high = np.array([2.4 * 2, np.inf, thr * 2, np.inf], dtype=np.float32)
+    return spaces.Box(-high, high, dtype=np.float32), spaces.Discrete(2)
+
+
+def _pendulum_spaces():
+    high = np.array([1.0, 1.0, 8], dtype=np.float32)
+    return (spaces.Box(low=-high, high=high, dtype=np.float32),
+            spaces.Box(low=-2.0, high=2.0, shape=(1,), dtype=np.float32))
+
+
+def _mountaincar_spaces():
+    low = np.array([-1.2, -0.07], dtype=np.float32)
+    high = np.array([0.6, 0.07], dtype=np.float32)
+    return spaces.Box(low, high, dtype=np.float32), spaces.Discrete(3)
+
+
+def _mountaincar_cont_spaces():
+    low = np.array([-1.2, -0.07], dtype=np.float32)
+    high = np.array([0.6, 0.07], dtype=np.float32)
+    return (spaces.Box(low=low, high=high, dtype=np.float32),
+            spaces.Box(low=-1.0, high=1.0, shape=(1,), dtype=np.float32))
+
+
+def _acrobot_spaces():
+    high = np.array([1.0, 1.0, 1.0, 1.0, 4 * math.pi, 9 * math.pi], dtype=np.float32)
+    return spaces.Box(low=-high, high=high, dtype=np.float32), spaces.Discrete(3)
+
+
+# env id -> (kernel kind, gymnasium time limit, spaces factory)
+_NATIVE: dict[str, tuple[int, int, Callable[[], tuple[spaces.Space, spaces.Space]]]] = {
+    "CartPole-v1": (_core.KIND_CARTPOLE, 500, _cartpole_spaces),
+    "Pendulum-v1": (_core.KIND_PENDULUM, 200, _pendulum_spaces),
+    "MountainCar-v0": (_core.KIND_MOUNTAINCAR, 200, _mountaincar_spaces),
+    "MountainCarContinuous-v0": (_core.KIND_MOUNTAINCAR_CONT, 999, _mountaincar_cont_spaces),
+    "Acrobot-v1": (_core.KIND_ACROBOT, 500, _acrobot_spaces),
+}
+NATIVE_ENV_IDS: tuple[str, ...] = tuple(_NATIVE)
+
+
+def is_native(env_id: object) -> bool:
+    """True when ``env_id`` names an env rlox steps natively (see ``NATIVE_ENV_IDS``)."""
+    return isinstance(env_id, str) and env_id in _NATIVE
+
+
+def _random_seed() -> int:
+    return int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+def _dynamics_flag(dynamics: str) -> bool:
+    if dynamics not in ("book", "nips"):
+        raise ValueError(f"dynamics must be 'book' or 'nips', got {dynamics!r}")
+    return dynamics == "book"
+
+
+class _Native(_core.NativeEnv):
+    env_id: str = ""
+
+    def __init__(self, seed: int | None = None, *, max_episode_steps: int | None = None,
+                 g: float = 10.0, book: bool = True):
+        kind, limit, make_spaces = _NATIVE[self.env_id]
+        super().__init__(kind, _random_seed() if seed is None else seed,
+                         limit if max_episode_steps is None else max_episode_steps, g, book)
+        self.observation_space, self.action_space = make_spaces()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.env_id})"
+
+
+class CartPole(_Native):
+    """gymnasium's ``CartPole-v1``: obs [4] float32, actions {0, 1}, reward 1, 500-step limit.
+
+    ``state`` is (x, x_dot, theta, theta_dot) in float64 and settable.
+    """
+    env_id = "CartPole-v1"
+
+    def __init__(self, seed: int | None = None, *, max_episode_steps: int | None = None):
+        super().__init__(seed, max_episode_steps=max_episode_steps)
+
+
+class Pendulum(_Native):
+    """gymnasium's ``Pendulum-v1``: obs (cos th, sin th, thdot), torque in [-2, 2], 200 steps.
+
+    ``state`` is (th, thdot); ``g`` is gymnasium's gravity argument.
+    """
+    env_id = "Pendulum-v1"
+
+    def __init__(self, seed: int | None = None, *, max_episode_steps: int | None = None,
+                 g: float = 10.0):
+        if not math.isfinite(g):
+            raise ValueError(f"g must be finite, got {g}")
+        super().__init__(seed, max_episode_steps=max_episode_steps, g=g)
+
+
+class MountainCar(_Native):
+    """gymnasium's ``MountainCar-v0``: obs (position, velocity), actions {0, 1, 2}, 200 steps."""
+    env_id = "MountainCar-v0"
+
+    def __init__(self, seed: int | None = None, *, max_episode_steps: int | None = None):
+        super().__init__(seed, max_episode_steps=max_episode_steps)
+
+
+class MountainCarContinuous(_Native):
+    """gymnasium's ``MountainCarContinuous-v0``: force in [-1, 1], 999 steps (float32 state
+    after the first step, as gymnasium)."""
+    env_id = "MountainCarContinuous-v0"
+
+    def __init__(self, seed: int | None = None, *, max_episode_steps: int | None = None):
+        super().__init__(seed, max_episode_steps=max_episode_steps)
+
+
+class Acrobot(_Native):
+    """gymnasium's ``Acrobot-v1``: obs [6], torque {-1, 0, +1}, RK4, 500 steps.
+
+    ``dynamics`` is gymnasium's ``book_or_nips`` ("book", its default, or "nips").
+    """
+    env_id = "Acrobot-v1"
+
+    def __init__(self, seed: int | None = None, *, max_episode_steps: int | None = None,
+                 dynamics: str = "book"):
+        super().__init__(seed, max_episode_steps=max_episode_steps, book=_dynamics_flag(dynamics))
+        self.dynamics = dynamics
+
+
+class VecEnv(_core.VecCore):
+    """``n`` native envs stepped in one Cython call (prange over envs above a size threshold).
+
+    Args:
+        n: number of envs (>= 1).
+        seed: env i is seeded with ``seed + i`` and behaves exactly like ``Cls(seed=seed + i)``
+            under the same actions, automatic resets included, at any thread count.
+        env_id: one of ``NATIVE_ENV_IDS``.
+        max_episode_steps: time limit (gymnasium's by default).
+        reuse_buffers: False (default) returns fresh arrays each call; True returns the same
+            arrays every call, overwritten by the next ``step_all`` (no allocation).
+        g / dynamics: Pendulum's gravity / Acrobot's "book" or "nips" dynamics.
+
+    ``step_all(actions)`` takes [n] ints (discrete) or [n] / [n, 1] floats (continuous; cast
+    to float32 and clipped to the bounds as gymnasium does) and returns a dict:
+    ``obs`` [n, obs_dim] float32 (after automatic resets), ``rewards`` [n] float64,
+    ``terminated`` [n] bool, ``truncated`` [n] bool (time limit reached) and ``terminal_obs``
+    [n, obs_dim] float32: the observation each action led to before any reset (equal to
+    ``obs`` except where the env finished).
+    """
+
+    def __init__(self, n: int = 1, seed: int | None = 0, env_id: str = "CartPole-v1", *,
+                 max_episode_steps: int | None = None, reuse_buffers: bool = False,
+                 g: float = 10.0, dynamics: str = "book"):
+        if not is_native(env_id):
+            raise ValueError(f"env_id {env_id!r} is not native; expected one of "
+                             f"{', '.join(NATIVE_ENV_IDS)} (use GymVecEnv or make_vec_env for others)")
+        kind, limit, make_spaces = _NATIVE[env_id]
+        super().__init__(kind, n, _random_seed() if seed is None else seed,
+                         limit if max_episode_steps is None else max_episode_steps,
+                         g, _dynamics_flag(dynamics), reuse_buffers)
+        self.env_id = env_id
+        self.single_observation_space, self.single_action_space = make_spaces()
+        self.observation_space = batch_space(self.single_observation_space, n)
+        self.action_space = batch_space(self.single_action_space, n)
+
+    def __repr__(self) -> str:
+        return f"VecEnv({self.env_id}, n={self.num_envs})"
+
+
+class GymEnv:
+    """The native single-env dict interface over any gymnasium env.
+
+    ``reset()`` -> obs; ``step(action)`` -> dict(obs, reward, terminated, truncated, info).
+    The first reset uses ``seed``; later ones continue the env's generator.
+    """
+
+    def __init__(self, env: gym.Env, seed: int | None = None):
+        if not isinstance(env, gym.Env):
+            raise TypeError(f"GymEnv expects a gymnasium.Env, got {type(env).__name__}")
+        self.env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self._seed = seed
+        self._seeded = False
+
+    def reset(self, seed: int | None = None):
+        if seed is None and not self._seeded:
+            seed = self._seed
+        self._seeded = True
+        obs, _ = self.env.reset(seed=seed)
+        return obs
+
+    def step(self, action) -> dict[str, Any]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return {"obs": obs, "reward": float(reward), "terminated": bool(terminated),
+                "truncated": bool(truncated), "info": info}
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _env_fns(env_id_or_fns, n_envs: int | None, kwargs: dict) -> list[Callable[[], gym.Env]]:
+    if isinstance(env_id_or_fns, (list, tuple)):
+        fns = list(env_id_or_fns)
+        if not fns or not all(callable(f) for f in fns):
+            raise TypeError("env_id_or_fns as a list must hold one or more env factories (callables)")
+        if n_envs is not None and n_envs != len(fns):
+            raise ValueError(f"n_envs = {n_envs} but {len(fns)} env factories were given")
+        return fns
+    if n_envs is None:
+        n_envs = 1
+    if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
+        raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
+    if isinstance(env_id_or_fns, gym.Env):
+        if env_id_or_fns.spec is None:
+            raise ValueError("the gymnasium env has no spec; pass a list of env factories instead")
+        target = env_id_or_fns.spec
+    elif isinstance(env_id_or_fns, (str, gym.envs.registration.EnvSpec)):
+        target = env_id_or_fns
+    else:
+        raise TypeError("env_id_or_fns must be a gymnasium id, an EnvSpec, a gymnasium env or a "
+                        f"list of env factories, got {type(env_id_or_fns).__name__}")
+    return [lambda: gym.make(target, **kwargs) for _ in range(int(n_envs))]
+
+
+class GymVecEnv:
+    """The ``VecEnv`` dict interface over gymnasium envs (``SyncVectorEnv``, same-step autoreset).
+
+    Args:
+        env_id_or_fns: a gymnasium id, an ``EnvSpec``, a gymnasium env (its spec is used) or a
+            list of env factories.
+        n_envs: number of envs (the list's length when factories are given).
+        seed: env i is reset with ``seed + i`` on the first ``reset_all``.
+
+    ``step_all`` returns ``obs`` (float32 for float Box spaces), ``rewards`` [n] float64,
+    ``terminated`` / ``truncated`` [n] bool and ``terminal_obs``: the final observation where
+    an env finished (it was reset in the same call), ``obs`` elsewhere.
+    """
+
+    def __init__(self, env_id_or_fns, n_envs: int | None = None, seed: int | None = 0,
+                 **make_kwargs):
+        fns = _env_fns(env_id_or_fns, n_envs, make_kwargs)
+        self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.num_envs = self.envs.num_envs
+        self.seed = seed
+        self.single_observation_space = self.envs.single_observation_space
+        self.single_action_space = self.envs.single_action_space
+        self.observation_space = self.envs.observation_space
+        self.action_space = self.envs.action_space
+        spec = self.envs.envs[0].spec
+        self.env_id = spec.id if spec is not None else type(self.envs.envs[0].unwrapped).__name__
+        sp = self.single_observation_space
+        self._float_obs = isinstance(sp, spaces.Box) and np.issubdtype(sp.dtype, np.floating)
+        self.obs_dim = int(np.prod(sp.shape)) if isinstance(sp, spaces.Box) else None
+        self._seeded = False
+
+    def _obs(self, obs):
+        return np.asarray(obs, dtype=np.float32) if self._float_obs else obs
+
+    def reset_all(self, seed: int | None = None):
+        if seed is None and not self._seeded:
+            seed = self.seed
+        self._seeded = True
+        obs, _ = self.envs.reset(seed=seed)
+        return self._obs(obs)
+
+    def _actions(self, actions):
+        n, sp = self.num_envs, self.single_action_space
+        arr = np.asarray(actions)
+        if isinstance(sp, spaces.Discrete):
+            if arr.dtype.kind not in "iu":
+                raise TypeError(f"actions for {self.env_id} must be integers, got dtype {arr.dtype}")
+            arr = arr.reshape(-1) if arr.ndim == 2 and arr.shape[1] == 1 else arr
+            if arr.shape != (n,):
+                raise ValueError(f"actions has shape {arr.shape}; expected ({n},) for {n} envs")
+            bad = np.flatnonzero((arr < sp.start) | (arr >= sp.start + sp.n))
+            if bad.size:
+                raise ValueError(f"actions[{bad[0]}] = {arr[bad[0]]} is out of range for "
+                                 f"{self.env_id}; expected an int in [{sp.start}, {sp.start + sp.n})")
+            return arr.astype(np.int64, copy=False)
+        if isinstance(sp, spaces.Box):
+            arr = arr.astype(sp.dtype, copy=False)
+            if arr.shape == (n,) and sp.shape == (1,):
+                arr = arr.reshape(n, 1)
+            if arr.shape != (n, *sp.shape):
+                raise ValueError(f"actions has shape {arr.shape}; expected {(n, *sp.shape)}")
+            if np.issubdtype(arr.dtype, np.floating) and np.isnan(arr).any():
+                raise ValueError(f"actions for {self.env_id} hold NaN; expected finite floats")
+            return arr
+        return actions
+
+    def step_all(self, actions) -> dict[str, np.ndarray]:
+        obs, rewards, terminated, truncated, info = self.envs.step(self._actions(actions))
+        obs = self._obs(obs)
+        terminal_obs = obs.copy() if isinstance(obs, np.ndarray) else obs
+        mask = info.get("_final_obs")
+        if mask is not None and isinstance(obs, np.ndarray):
+            for i in np.flatnonzero(mask):
+                terminal_obs[i] = info["final_obs"][i]
+        return {"obs": obs, "rewards": np.asarray(rewards, dtype=np.float64),
+                "terminated": np.asarray(terminated, dtype=bool),
+                "truncated": np.asarray(truncated, dtype=bool),
+                "terminal_obs": terminal_obs, "info": info}
+
+    def close(self) -> None:
+        self.envs.close()
+
+    def __repr__(self) -> str:
+        return f"GymVecEnv({self.env_id}, n={self.num_envs})"
+
+
+def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, **kwargs):
+    """A native ``VecEnv`` when ``env_id`` is native (and no gymnasium kwargs are given),
+    otherwise a ``GymVecEnv``."""
+    if is_native(env_id) and not kwargs:
+        return VecEnv(n=n_envs, seed=seed, env_id=env_id)
+    return GymVecEnv(env_id, n_envs, seed, **kwargs)
