@@ -1,2 +1,9 @@
-"""Placeholder while the advantages kernels land."""
-__all__: list[str] = []
+"""Advantage estimators (Cython kernels): GAE and V-trace. See docs/kernels.md."""
+from rlox._ext.advantages import (
+    compute_gae,
+    compute_gae_batched,
+    compute_gae_batched_f32,
+    compute_vtrace,
+)
+
+__all__ = ["compute_gae", "compute_gae_batched", "compute_gae_batched_f32", "compute_vtrace"]

@@ -1,2 +1,4 @@
-"""Placeholder while the stats kernels land."""
-__all__: list[str] = []
+"""Running statistics (Cython kernels): Welford/Chan mean and variance. See docs/kernels.md."""
+from rlox._ext.stats import RunningStats, RunningStatsVec
+
+__all__ = ["RunningStats", "RunningStatsVec"]
