@@ -18,7 +18,13 @@ __version__ = "0.1.0"
 
 # Names that pull in torch are imported on first use, so `import rlox` stays light.
 # Each maps to the module that defines it.
-_LAZY: dict[str, str] = {}
+_LAZY: dict[str, str] = {
+    "Trainer": "rlox.trainer",
+    "PPOTrainer": "rlox.trainer",
+    "A2CTrainer": "rlox.trainer",
+    "VPGTrainer": "rlox.trainer",
+    "TRPOTrainer": "rlox.trainer",
+}
 
 
 def __getattr__(name: str):

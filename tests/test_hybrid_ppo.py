@@ -1,0 +1,226 @@
+"""HybridPPO's compiled policy (rlox._ext.hybrid.CompiledPolicy) against torch."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from rlox._ext.hybrid import CompiledPolicy
+
+
+def _mlp(sizes, seed):
+    torch.manual_seed(seed)
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(torch.nn.Tanh())
+    return torch.nn.Sequential(*layers)
+
+
+def _pairs(net):
+    return [(m.weight.detach().numpy(), m.bias.detach().numpy()) for m in net if isinstance(m, torch.nn.Linear)]
+
+
+@given(st.integers(1, 8), st.lists(st.integers(1, 33), min_size=0, max_size=3), st.integers(1, 5),
+       st.integers(0, 20), st.integers(0, 1000))
+def test_forward_matches_torch(obs_dim, hidden, n_out, batch, seed):
+    actor = _mlp([obs_dim, *hidden, n_out], seed)
+    critic = _mlp([obs_dim, *hidden, 1], seed + 1)
+    pol = CompiledPolicy(_pairs(actor), _pairs(critic), discrete=True, n_streams=max(batch, 1))
+    obs = np.random.default_rng(seed).normal(size=(batch, obs_dim))
+    head, values = pol.forward(obs)
+    with torch.no_grad():
+        t = torch.as_tensor(obs, dtype=torch.float64)
+        ref_head = actor.double()(t).numpy()
+        ref_val = critic.double()(t).numpy()[:, 0]
+    np.testing.assert_allclose(head, ref_head, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(values, ref_val, rtol=1e-10, atol=1e-10)
+
+
+def test_categorical_sampling_distribution_and_logp(n_threads):
+    actor = _mlp([3, 16, 4], 0)
+    critic = _mlp([3, 16, 1], 1)
+    n = 4000
+    pol = CompiledPolicy(_pairs(actor), _pairs(critic), discrete=True, n_streams=n, seed=7)
+    obs = np.tile(np.array([[0.3, -0.2, 0.5]]), (n, 1))
+    actions, logp, values = pol.act(obs)
+    with torch.no_grad():
+        logits = actor.double()(torch.as_tensor(obs[:1])).numpy()[0]
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    freq = np.bincount(actions, minlength=4) / n
+    np.testing.assert_allclose(freq, probs, atol=0.03)
+    np.testing.assert_allclose(logp, np.log(probs[actions]), rtol=1e-10)
+    assert actions.dtype == np.int64 and values.shape == (n,)
+    # Same seed -> same draws, at any thread count (one stream per row).
+    pol.reseed(7)
+    again, _, _ = pol.act(obs)
+    np.testing.assert_array_equal(again, actions)
+
+
+def test_gaussian_sampling_moments_and_logp():
+    actor = _mlp([2, 8, 2], 3)
+    critic = _mlp([2, 8, 1], 4)
+    log_std = np.array([-0.5, 0.2])
+    n = 5000
+    pol = CompiledPolicy(_pairs(actor), _pairs(critic), discrete=False, log_std=log_std, n_streams=n)
+    obs = np.tile(np.array([[0.1, 0.9]]), (n, 1))
+    actions, logp, _ = pol.act(obs)
+    mean, _ = pol.forward(obs[:1])
+    assert actions.shape == (n, 2)
+    np.testing.assert_allclose(actions.mean(0), mean[0], atol=0.05)
+    np.testing.assert_allclose(actions.std(0), np.exp(log_std), rtol=0.05)
+    dist = torch.distributions.Normal(torch.as_tensor(mean[0]), torch.as_tensor(np.exp(log_std)))
+    ref = dist.log_prob(torch.as_tensor(actions)).sum(-1).numpy()
+    np.testing.assert_allclose(logp, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_results_do_not_depend_on_thread_count():
+    import rlox
+
+    actor, critic = _mlp([4, 64, 64, 2], 5), _mlp([4, 64, 64, 1], 6)
+    obs = np.random.default_rng(0).normal(size=(256, 4))
+    out = []
+    for n in (1, 2):
+        before = rlox.get_num_threads()
+        rlox.set_num_threads(n)
+        try:
+            pol = CompiledPolicy(_pairs(actor), _pairs(critic), discrete=True, n_streams=256, seed=1)
+            out.append(pol.act(obs))
+        finally:
+            rlox.set_num_threads(before)
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_set_weights_updates_forward():
+    actor, critic = _mlp([4, 8, 2], 0), _mlp([4, 8, 1], 1)
+    pol = CompiledPolicy(_pairs(actor), _pairs(critic), discrete=True)
+    obs = np.ones((1, 4))
+    before, _ = pol.forward(obs)
+    with torch.no_grad():
+        for p in actor.parameters():
+            p.add_(0.5)
+    pol.set_weights(_pairs(actor), _pairs(critic))
+    after, _ = pol.forward(obs)
+    assert not np.allclose(before, after)
+    with torch.no_grad():
+        np.testing.assert_allclose(after, actor.double()(torch.as_tensor(obs)).numpy(), rtol=1e-6)
+
+
+def test_bad_input():
+    actor, critic = _mlp([4, 8, 2], 0), _mlp([4, 8, 1], 1)
+    with pytest.raises(ValueError, match="critic must end in 1 output, got 2"):
+        CompiledPolicy(_pairs(actor), _pairs(actor), discrete=True)
+    with pytest.raises(ValueError, match="actor takes 4 inputs but critic takes 3"):
+        CompiledPolicy(_pairs(actor), _pairs(_mlp([3, 8, 1], 0)), discrete=True)
+    with pytest.raises(ValueError, match="log_std is required"):
+        CompiledPolicy(_pairs(actor), _pairs(critic), discrete=False)
+    with pytest.raises(ValueError, match="non-empty list"):
+        CompiledPolicy([], _pairs(critic), discrete=True)
+    pol = CompiledPolicy(_pairs(actor), _pairs(critic), discrete=True, n_streams=2)
+    with pytest.raises(ValueError, match=r"obs has shape \(3, 5\), expected \(B, 4\)"):
+        pol.forward(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="obs has 3 rows but the policy has 2 RNG streams"):
+        pol.act(np.zeros((3, 4)))
+    bad = _pairs(actor)
+    bad[0] = (np.full_like(bad[0][0], np.nan), bad[0][1])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        pol.set_weights(bad, _pairs(critic))
+    with pytest.raises(ValueError, match=r"actor layer 0 has weight \(8, 3\)"):
+        pol.set_weights(_pairs(_mlp([3, 8, 2], 0)), _pairs(critic))
+    empty_head, empty_val = pol.forward(np.zeros((0, 4)))
+    assert empty_head.shape == (0, 2) and empty_val.shape == (0,)
+
+
+# ---------------------------------------------------------------- the compiled rollout loop
+from rlox._ext.hybrid import RolloutKernel  # noqa: E402
+
+
+def _kernel(env_id, n_envs, seed, max_steps=0, hidden=(16,)):
+    import rlox
+
+    vec = rlox.VecEnv(n=1, seed=0, env_id=env_id)
+    obs_dim = vec.single_observation_space.shape[0]
+    space = vec.single_action_space
+    discrete = hasattr(space, "n")
+    n_out = int(space.n) if discrete else space.shape[0]
+    actor, critic = _mlp([obs_dim, *hidden, n_out], seed), _mlp([obs_dim, *hidden, 1], seed + 1)
+    pol = CompiledPolicy(_pairs(actor), _pairs(critic), discrete=discrete,
+                         log_std=None if discrete else np.zeros(n_out), n_streams=n_envs, seed=seed)
+    return pol, RolloutKernel(pol, env_id, n_envs, seed=seed, max_steps=max_steps), critic
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "Acrobot-v1", "MountainCar-v0",
+                                    "MountainCarContinuous-v0"])
+def test_rollout_replays_exactly_through_vecenv(env_id, n_threads):
+    """Feeding the kernel's actions to rlox.VecEnv(n, seed) reproduces its observations,
+    rewards and dones; truncated steps carry reward + gamma * V(final observation)."""
+    import rlox
+
+    n, T, seed, gamma = 3, 40, 11, 0.9
+    pol, kern, critic = _kernel(env_id, n, seed, max_steps=15)
+    roll = kern.collect(T, gamma)
+    vec = rlox.VecEnv(n=n, seed=seed, env_id=env_id, max_episode_steps=15)
+    obs = vec.reset_all()
+    np.testing.assert_allclose(roll["obs"][:, 0], obs, rtol=0, atol=0)
+    n_done = 0
+    for t in range(T):
+        np.testing.assert_array_equal(roll["obs"][:, t], obs)
+        acts = roll["actions"][:, t]
+        acts = acts.astype(np.int64) if acts.ndim == 1 and hasattr(vec.single_action_space, "n") else acts
+        out = vec.step_all(acts)
+        done = out["terminated"] | out["truncated"]
+        np.testing.assert_array_equal(roll["dones"][:, t], done.astype(np.float32))
+        boot = out["truncated"] & ~out["terminated"]
+        final_v = critic.double()(torch.as_tensor(out["terminal_obs"], dtype=torch.float64)).detach().numpy()[:, 0]
+        expect = np.asarray(out["rewards"], np.float64) + np.where(boot, gamma * final_v, 0.0)
+        np.testing.assert_allclose(roll["rewards"][:, t], expect, rtol=1e-5, atol=1e-5)
+        n_done += int(done.sum())
+        obs = out["obs"]
+    np.testing.assert_array_equal(kern.obs, obs)
+    assert len(roll["episode_returns"]) == n_done and n_done > 0
+    _, values = pol.forward(obs.astype(np.float64))
+    np.testing.assert_allclose(roll["last_values"], values, rtol=1e-5, atol=1e-5)
+
+
+def test_rollout_thread_invariant_and_log_probs_match_torch():
+    import rlox
+
+    out = []
+    for nt in (1, 2):
+        before = rlox.get_num_threads()
+        rlox.set_num_threads(nt)
+        try:
+            pol, kern, _ = _kernel("CartPole-v1", 16, 3, hidden=(64, 64))
+            out.append(kern.collect(64, 0.99))
+        finally:
+            rlox.set_num_threads(before)
+    for key in out[0]:
+        np.testing.assert_array_equal(out[0][key], out[1][key])
+    roll = out[0]
+    head, values = pol.forward(roll["obs"].reshape(-1, 4).astype(np.float64))
+    logits = torch.as_tensor(head)
+    ref = torch.distributions.Categorical(logits=logits).log_prob(
+        torch.as_tensor(roll["actions"].reshape(-1).astype(np.int64))).numpy()
+    np.testing.assert_allclose(roll["log_probs"].reshape(-1), ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(roll["values"].reshape(-1), values, rtol=1e-5, atol=1e-5)
+    # CartPole pays 1 per step: finished episodes' returns equal their lengths.
+    np.testing.assert_array_equal(roll["episode_returns"], roll["episode_lengths"])
+
+
+def test_rollout_bad_input():
+    pol, kern, _ = _kernel("CartPole-v1", 2, 0)
+    with pytest.raises(ValueError, match="not a native env"):
+        RolloutKernel(pol, "LunarLander-v3", 2)
+    with pytest.raises(ValueError, match="n_envs is 3 but the policy has 2 RNG streams"):
+        RolloutKernel(pol, "CartPole-v1", 3)
+    with pytest.raises(ValueError, match="policy takes 4 inputs but Pendulum-v1 observations have 3"):
+        RolloutKernel(pol, "Pendulum-v1", 2)
+    with pytest.raises(ValueError, match="Acrobot-v1 has 3 discrete actions"):
+        RolloutKernel(CompiledPolicy(_pairs(_mlp([6, 8, 2], 0)), _pairs(_mlp([6, 8, 1], 0)), True,
+                                     n_streams=2), "Acrobot-v1", 2)
+    with pytest.raises(ValueError, match="n_steps must be >= 1, got 0"):
+        kern.collect(0, 0.99)
+    with pytest.raises(ValueError, match=r"gamma must be in \[0, 1\], got 1.5"):
+        kern.collect(4, 1.5)
