@@ -154,6 +154,33 @@ cdef tuple _batched(rewards, values, dones, last_values, n_steps, gamma, lam, ob
     return r, v, d, lv, g, l, n_envs, T
 
 
+cdef tuple _gae_batched(rewards, values, dones, last_values, n_steps, gamma, lam, bint f32):
+    """Shared body of the two batched entry points (f32 selects the float32 kernel)."""
+    dtype = np.float32 if f32 else np.float64
+    cdef int typenum = cnp.NPY_FLOAT if f32 else cnp.NPY_DOUBLE
+    r, v, d, lv, g, l, n_envs, T = _batched(rewards, values, dones, last_values, n_steps,
+                                           gamma, lam, dtype)
+    cdef cnp.ndarray adv = _empty_like(r, typenum), ret = _empty_like(r, typenum)
+    if r.size == 0:
+        return adv, ret
+    cdef Py_ssize_t ne = n_envs, nt = T
+    cdef double gg = g, ll = l
+    cdef void* rp = cnp.PyArray_DATA(r)
+    cdef void* vp = cnp.PyArray_DATA(v)
+    cdef void* dp = cnp.PyArray_DATA(d)
+    cdef void* lp = cnp.PyArray_DATA(lv)
+    cdef void* ap = cnp.PyArray_DATA(adv)
+    cdef void* tp = cnp.PyArray_DATA(ret)
+    with nogil:
+        if f32:
+            _gae_rows[float](<float*>rp, <float*>vp, <float*>dp, <float*>lp, ne, nt, <float>gg,
+                             <float>ll, <float*>ap, <float*>tp, _num_threads)
+        else:
+            _gae_rows[double](<double*>rp, <double*>vp, <double*>dp, <double*>lp, ne, nt, gg, ll,
+                              <double*>ap, <double*>tp, _num_threads)
+    return adv, ret
+
+
 def compute_gae_batched(rewards, values, dones, last_values, n_steps, gamma, lam):
     """GAE for all envs in one call, float64.
 
@@ -161,41 +188,13 @@ def compute_gae_batched(rewards, values, dones, last_values, n_steps, gamma, lam
     last_values: [N]; n_steps: T. Returns (advantages, returns) shaped like ``rewards``.
     Threads split envs (prange), so results are identical at any thread count.
     """
-    r, v, d, lv, g, l, n_envs, T = _batched(rewards, values, dones, last_values, n_steps,
-                                           gamma, lam, np.float64)
-    cdef cnp.ndarray adv = _empty_like(r, cnp.NPY_DOUBLE), ret = _empty_like(r, cnp.NPY_DOUBLE)
-    if r.size == 0:
-        return adv, ret
-    cdef Py_ssize_t ne = n_envs, nt = T
-    cdef double gg = g, ll = l
-    cdef double* rp = <double*>cnp.PyArray_DATA(r)
-    cdef double* vp = <double*>cnp.PyArray_DATA(v)
-    cdef double* dp = <double*>cnp.PyArray_DATA(d)
-    cdef double* lp = <double*>cnp.PyArray_DATA(lv)
-    with nogil:
-        _gae_rows[double](rp, vp, dp, lp, ne, nt, gg, ll, <double*>cnp.PyArray_DATA(adv),
-                        <double*>cnp.PyArray_DATA(ret), _num_threads)
-    return adv, ret
+    return _gae_batched(rewards, values, dones, last_values, n_steps, gamma, lam, False)
 
 
 def compute_gae_batched_f32(rewards, values, dones, last_values, n_steps, gamma, lam):
     """As ``compute_gae_batched`` but float32 end to end (inputs of other real dtypes are
     converted to float32, which costs one copy; float32 inputs are used in place)."""
-    r, v, d, lv, g, l, n_envs, T = _batched(rewards, values, dones, last_values, n_steps,
-                                           gamma, lam, np.float32)
-    cdef cnp.ndarray adv = _empty_like(r, cnp.NPY_FLOAT), ret = _empty_like(r, cnp.NPY_FLOAT)
-    if r.size == 0:
-        return adv, ret
-    cdef Py_ssize_t ne = n_envs, nt = T
-    cdef float gg = g, ll = l
-    cdef float* rp = <float*>cnp.PyArray_DATA(r)
-    cdef float* vp = <float*>cnp.PyArray_DATA(v)
-    cdef float* dp = <float*>cnp.PyArray_DATA(d)
-    cdef float* lp = <float*>cnp.PyArray_DATA(lv)
-    with nogil:
-        _gae_rows[float](rp, vp, dp, lp, ne, nt, gg, ll, <float*>cnp.PyArray_DATA(adv),
-                        <float*>cnp.PyArray_DATA(ret), _num_threads)
-    return adv, ret
+    return _gae_batched(rewards, values, dones, last_values, n_steps, gamma, lam, True)
 
 
 # ------------------------------------------------------------------------- V-trace
