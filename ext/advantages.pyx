@@ -55,15 +55,28 @@ cdef object _flat(object arr, str name):
 cdef inline void _gae_row(const floating_t* r, const floating_t* v, const floating_t* d,
                           floating_t last_value, Py_ssize_t n, floating_t gamma, floating_t lam,
                           floating_t* adv, floating_t* ret) noexcept nogil:
-    """One trajectory, one fused backward pass: IN r, v, d [n]; OUT adv, ret [n]."""
-    cdef floating_t last_gae = 0, next_value = last_value, nonterminal, delta
+    """One trajectory, one fused backward pass: IN r, v, d [n]; OUT adv, ret [n].
+
+    A_t = delta_t + c_t * A_{t+1} (c_t = gamma * lam * (1 - d_t)) is a chain of dependent
+    multiply-adds. Unrolled once, A_t = delta_t + c_t * delta_{t+1} + c_t * c_{t+1} * A_{t+2}
+    makes even and odd steps two independent chains, so the CPU runs them side by side.
+    """
+    cdef floating_t next_value = last_value, m, c, delta, a
+    cdef floating_t delta_next = 0, c_next = 0     # delta_{t+1}, c_{t+1} (zero past the end)
+    cdef floating_t a_next = 0, a_next2 = 0        # A_{t+1}, A_{t+2}
+    cdef floating_t gl = gamma * lam
     cdef Py_ssize_t t
     for t in range(n - 1, -1, -1):
-        nonterminal = 1 - d[t]
-        delta = r[t] + gamma * next_value * nonterminal - v[t]
-        last_gae = delta + gamma * lam * nonterminal * last_gae
-        adv[t] = last_gae
-        ret[t] = last_gae + v[t]
+        m = 1 - d[t]
+        c = gl * m
+        delta = r[t] + gamma * next_value * m - v[t]
+        a = delta + c * delta_next + (c * c_next) * a_next2
+        adv[t] = a
+        ret[t] = a + v[t]
+        a_next2 = a_next
+        a_next = a
+        delta_next = delta
+        c_next = c
         next_value = v[t]
 
 
