@@ -1,0 +1,406 @@
+"""Loggers: where an algorithm's metrics go, once per training iteration.
+
+    from rlox.logging import ConsoleLogger, TensorBoardLogger, WandbLogger, CSVLogger
+    trainer = Trainer("ppo", env="CartPole-v1", logger=ConsoleLogger(log_interval=500))
+    # step=512 | SPS=1234 | reward=45.20
+
+The algorithm calls ``on_train_step(step, metrics)`` on its logger after each iteration (after
+the callbacks, so an evaluation that ran in this iteration is in ``metrics`` too) and
+``flush()`` when training ends. ``metrics`` keys are namespaced: ``train/`` (mean_reward,
+mean_length, episodes, timesteps, learning_rate), ``loss/`` (policy_loss, value_loss, entropy,
+approx_kl, clip_fraction, ...), ``eval/`` (mean_reward, std_reward, ...), ``time/`` (sps,
+iteration and per-phase seconds).
+
+``logger=`` takes one logger or a list of them. A ``LoggerCallback`` may also be passed in
+``callbacks=[...]``: either way it is fed once per iteration. For another backend, subclass
+``LoggerCallback`` and implement ``on_train_step``:
+
+    class MLflowLogger(LoggerCallback):
+        def on_train_step(self, step, metrics):
+            mlflow.log_metrics({k: v for k, v in metrics.items() if is_scalar(v)}, step=step)
+
+``TensorBoardLogger`` writes TensorBoard event files itself (no tensorboard or TensorFlow
+needed to write them; ``tensorboard --logdir`` reads them). ``WandbLogger`` needs ``wandb``
+(``pip install 'rlox[logging]'``) and honours ``WANDB_MODE=offline``.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import math
+import numbers
+import os
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any, ClassVar, Iterable, Mapping, TextIO
+
+import numpy as np
+
+from rlox.callbacks import Callback
+
+__all__ = ["LoggerCallback", "ConsoleLogger", "TensorBoardLogger", "WandbLogger", "CSVLogger",
+           "scalar_metrics", "EventFileWriter"]
+
+
+def _scalar(value: Any) -> float | None:
+    """``value`` as a Python float when it is one number (int, float, NumPy or 0-d/1-element
+    tensor), else None. Booleans count as numbers (0/1)."""
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "biuf":
+        return float(value.reshape(()))
+    item = getattr(value, "item", None)
+    numel = getattr(value, "numel", None)
+    if callable(item) and callable(numel):  # a torch tensor, without importing torch
+        try:
+            if numel() == 1:
+                return float(item())
+        except (TypeError, ValueError, RuntimeError):
+            return None
+    return None
+
+
+def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The entries of ``metrics`` that are single numbers, as floats (others dropped)."""
+    out = {}
+    for k, v in metrics.items():
+        s = _scalar(v)
+        if s is not None:
+            out[str(k)] = s
+    return out
+
+
+class LoggerCallback(Callback):
+    """Base of the rlox loggers, and of custom logging backends.
+
+    Override ``on_train_step(step, metrics)``; ``flush()`` and ``close()`` are optional.
+    A LoggerCallback is a ``Callback``, so it sees the training hooks too (``self.algo`` is the
+    algorithm). The algorithm calls ``on_train_step`` once per iteration whether the logger was
+    given as ``logger=`` or in ``callbacks=[...]``.
+    """
+
+    #: Marks loggers for the training loop (``rlox.algorithms.base.Algorithm.train``).
+    is_logger: ClassVar[bool] = True
+
+    def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        """Called after each training iteration with the env-step count and the metrics."""
+
+    def flush(self) -> None:
+        """Write out anything buffered (called when training ends)."""
+
+    def close(self) -> None:
+        """Release files and connections; the logger may not be used afterwards."""
+        self.flush()
+
+
+# ====================================================================== console
+class ConsoleLogger(LoggerCallback):
+    """One line every ``log_interval`` env steps: ``step=500 | SPS=1234 | reward=45.20``.
+
+    When an evaluation ran since the last line, `` | eval=...`` follows.
+
+    Args:
+        log_interval: env steps between lines (a line is printed at the first iteration that
+            reaches each multiple).
+        stream: where to print (default: ``sys.stdout`` at print time).
+    """
+
+    def __init__(self, log_interval: int = 1000, stream: TextIO | None = None) -> None:
+        super().__init__()
+        if isinstance(log_interval, bool) or not isinstance(log_interval, (int, np.integer)) or log_interval < 1:
+            raise ValueError(f"ConsoleLogger log_interval must be an int >= 1 (env steps), got {log_interval!r}")
+        self.log_interval = int(log_interval)
+        self.stream = stream
+        self._next: int | None = None
+        self._eval: float | None = None
+
+    def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        ev = metrics.get("eval/mean_reward")
+        if ev is not None:
+            self._eval = float(ev)
+        if self._next is None:
+            self._next = self.log_interval
+        if step < self._next:
+            return
+        self._next = (step // self.log_interval + 1) * self.log_interval
+        print(self.format_line(step, metrics), file=self.stream or sys.stdout, flush=True)
+
+    def format_line(self, step: int, metrics: Mapping[str, Any]) -> str:
+        sps = _scalar(metrics.get("time/sps"))
+        reward = _scalar(metrics.get("train/mean_reward"))
+        parts = [f"step={step}", f"SPS={sps:.0f}" if sps is not None and math.isfinite(sps) else "SPS=-",
+                 f"reward={reward:.2f}" if reward is not None and math.isfinite(reward) else "reward=-"]
+        if self._eval is not None:
+            parts.append(f"eval={self._eval:.2f}")
+            self._eval = None
+        return " | ".join(parts)
+
+
+# ====================================================================== TensorBoard
+def _crc32c_table() -> list[int]:
+    poly, table = 0x82F63B78, []          # CRC-32C (Castagnoli), reflected polynomial
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ poly if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc32c_table()
+
+
+def _crc32c(data: bytes) -> int:
+    crc, table = 0xFFFFFFFF, _CRC_TABLE
+    for b in data:
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _masked_crc(data: bytes) -> int:
+    """TFRecord's masked CRC: rotate right by 15 and add a constant (mod 2**32)."""
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _varint(n: int) -> bytes:
+    if n < 0:
+        n += 1 << 64
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field_bytes(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _event(wall_time: float, step: int, *, file_version: str | None = None,
+           scalars: Iterable[tuple[str, float]] = ()) -> bytes:
+    """A serialised ``tensorflow.Event`` protobuf: wall_time (1, double), step (2, int64),
+    file_version (3, string) or summary (5, Summary{repeated Value value = 1}), where
+    Value{tag = 1 (string), simple_value = 2 (float)}."""
+    out = b"\x09" + struct.pack("<d", wall_time) + b"\x10" + _varint(int(step))
+    if file_version is not None:
+        out += _field_bytes(3, file_version.encode())
+    values = b"".join(_field_bytes(1, _field_bytes(1, tag.encode()) + b"\x15" + struct.pack("<f", value))
+                      for tag, value in scalars)
+    if values:
+        out += _field_bytes(5, values)
+    return out
+
+
+class EventFileWriter:
+    """Appends scalar events to one TensorBoard event file (TFRecord framing, CRC-32C).
+
+    Args:
+        log_dir: directory (created); the file is ``events.out.tfevents.<time>.<host>.<pid>.<n>``.
+        flush_secs: write the buffer to disk at most this often (and on ``flush``/``close``).
+    """
+
+    _counter = 0
+
+    def __init__(self, log_dir: str | os.PathLike, flush_secs: float = 10.0) -> None:
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        EventFileWriter._counter += 1
+        name = (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}."
+                f"{EventFileWriter._counter}")
+        self.path = self.log_dir / name
+        self._fh = open(self.path, "ab")
+        self.flush_secs = float(flush_secs)
+        self._last_flush = time.monotonic()
+        self._write(_event(time.time(), 0, file_version="brain.Event:2"))
+        self.flush()
+
+    def _write(self, record: bytes) -> None:
+        header = struct.pack("<Q", len(record))
+        self._fh.write(header + struct.pack("<I", _masked_crc(header)) + record
+                       + struct.pack("<I", _masked_crc(record)))
+
+    def add_scalars(self, step: int, scalars: Mapping[str, float], wall_time: float | None = None) -> None:
+        """One event holding every ``tag -> value`` of ``scalars`` at ``step``."""
+        if self._fh.closed:
+            raise ValueError(f"the event file {str(self.path)!r} is closed")
+        if scalars:
+            self._write(_event(time.time() if wall_time is None else wall_time, step, scalars=scalars.items()))
+        if time.monotonic() - self._last_flush >= self.flush_secs:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+            self._last_flush = time.monotonic()
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.flush()
+            self._fh.close()
+
+
+class TensorBoardLogger(LoggerCallback):
+    """Scalars of every iteration to TensorBoard event files under ``log_dir``.
+
+    Every single-number metric is written with its namespaced name as the tag
+    (``train/mean_reward``, ``loss/policy_loss``, ``eval/mean_reward``, ``time/sps``, ...);
+    the x axis is the env-step count. View with ``tensorboard --logdir <log_dir>``.
+
+    Args:
+        log_dir: directory of the event files (created).
+        flush_secs: how often buffered events reach the disk (also at the end of training).
+    """
+
+    def __init__(self, log_dir: str | os.PathLike = "runs", flush_secs: float = 10.0) -> None:
+        super().__init__()
+        self.log_dir = Path(log_dir)
+        self.flush_secs = float(flush_secs)
+        self._writer: EventFileWriter | None = None
+
+    @property
+    def writer(self) -> EventFileWriter:
+        if self._writer is None or self._writer._fh.closed:
+            self._writer = EventFileWriter(self.log_dir, self.flush_secs)
+        return self._writer
+
+    def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        self.writer.add_scalars(int(step), scalar_metrics(metrics))
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+# ====================================================================== Weights & Biases
+class WandbLogger(LoggerCallback):
+    """Metrics to a Weights & Biases run (``wandb.init(project=..., name=...)``).
+
+    The run starts when training starts (or on the first metrics) with the algorithm's config,
+    env and seed in ``wandb.config``, and finishes when training ends (``finish_on_end``).
+    Offline: set ``WANDB_MODE=offline`` or pass ``mode="offline"`` (sync later with
+    ``wandb sync``).
+
+    Args:
+        project: W&B project name.
+        name: run name.
+        config: extra values for ``wandb.config``.
+        finish_on_end: call ``run.finish()`` when training ends (default True).
+        **init_kwargs: more ``wandb.init`` arguments (``entity``, ``tags``, ``mode``, ``dir``, ...).
+
+    Raises:
+        ImportError: when ``wandb`` is not installed (at construction, with the install command).
+    """
+
+    def __init__(self, project: str = "rlox", name: str | None = None, config: Mapping[str, Any] | None = None,
+                 *, finish_on_end: bool = True, **init_kwargs: Any) -> None:
+        super().__init__()
+        try:
+            import wandb
+        except ImportError as exc:
+            raise ImportError("WandbLogger needs the wandb package, which is not installed; install it with "
+                              "pip install 'rlox[logging]' (or pip install wandb), or use TensorBoardLogger / "
+                              "CSVLogger instead") from exc
+        self._wandb = wandb
+        self.project = project
+        self.name = name
+        self.config = dict(config or {})
+        self.finish_on_end = bool(finish_on_end)
+        self.init_kwargs = init_kwargs
+        self.run: Any = None
+
+    def _run_config(self) -> dict[str, Any]:
+        cfg = dict(self.config)
+        algo = self.algo
+        if algo is not None:
+            to_dict = getattr(getattr(algo, "config", None), "to_dict", None)
+            if callable(to_dict):
+                cfg.setdefault("algorithm_config", to_dict())
+            cfg.setdefault("algorithm", getattr(algo, "name", type(algo).__name__))
+            cfg.setdefault("env", str(getattr(algo, "env_id", "")))
+            cfg.setdefault("seed", getattr(algo, "seed", None))
+        return cfg
+
+    def _start(self) -> None:
+        if self.run is None:
+            self.run = self._wandb.init(project=self.project, name=self.name, config=self._run_config(),
+                                        **self.init_kwargs)
+
+    def on_training_start(self) -> None:
+        self._start()
+
+    def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        self._start()
+        self.run.log(scalar_metrics(metrics), step=int(step))
+
+    def on_training_end(self, metrics: Mapping[str, Any]) -> None:
+        if self.finish_on_end:
+            self.close()
+
+    def close(self) -> None:
+        if self.run is not None:
+            self.run.finish()
+            self.run = None
+
+
+# ====================================================================== CSV
+class CSVLogger(LoggerCallback):
+    """One CSV row per iteration: ``step`` then every single-number metric.
+
+    Columns are those of the first row; a metric that appears later (``eval/...`` after the
+    first evaluation) adds a column, and the file is rewritten once with the wider header
+    (earlier rows get empty cells).
+
+    Args:
+        path: the CSV file (its directory is created; an existing file is replaced at the start
+            of the first training run).
+    """
+
+    def __init__(self, path: str | os.PathLike = "metrics.csv") -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.columns: list[str] = []
+        self._rows: list[dict[str, float]] = []
+        self._fh: io.TextIOBase | None = None
+        self._writer: Any = None
+
+    def _open(self, rewrite: bool) -> None:
+        if self._fh is not None:
+            self._fh.close()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self.path, "w", newline="")
+        self._writer = csv.DictWriter(self._fh, fieldnames=["step", *self.columns], restval="")
+        self._writer.writeheader()
+        if rewrite:
+            self._writer.writerows(self._rows)
+
+    def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        row = scalar_metrics(metrics)
+        new = [k for k in row if k not in self.columns]
+        row["step"] = int(step)
+        if new or self._fh is None:
+            self.columns.extend(new)
+            self._open(rewrite=bool(self._rows))
+        self._rows.append(row)
+        self._writer.writerow(row)
+
+    def flush(self) -> None:
+        if self._fh is not None:
+            self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
