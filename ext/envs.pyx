@@ -403,6 +403,41 @@ cdef class VecCore:
         return {"obs": obs, "rewards": rew, "terminated": term, "truncated": trunc,
                 "terminal_obs": tobs}
 
+    def get_state(self):
+        """Snapshot of every env (physics, step counters, RNG streams) as a uint8 array.
+
+        ``set_state`` restores it exactly, so a run can be checkpointed and resumed step for
+        step. The bytes are this build's struct layout: restore them with the same rlox build.
+        """
+        if self.envs == NULL:
+            raise RuntimeError("this VecEnv is closed")
+        cdef Py_ssize_t nbytes = self.num_envs * sizeof(env_t)
+        out = np.empty(nbytes + 16, dtype=np.uint8)
+        cdef unsigned char[::1] ov = out
+        header = np.array([self.kind, self.num_envs, <int64_t>sizeof(env_t), self._was_reset],
+                          dtype=np.int32).view(np.uint8)
+        out[:16] = header
+        memcpy(&ov[16], <void*>self.envs, nbytes)
+        return out
+
+    def set_state(self, state):
+        """Restore a ``get_state`` snapshot (same env kind, count and build), else ValueError."""
+        if self.envs == NULL:
+            raise RuntimeError("this VecEnv is closed")
+        arr = np.ascontiguousarray(np.asarray(state), dtype=np.uint8).reshape(-1)
+        cdef Py_ssize_t nbytes = self.num_envs * sizeof(env_t)
+        if arr.shape[0] != nbytes + 16:
+            raise ValueError(f"state has {arr.shape[0]} bytes, expected {nbytes + 16} for "
+                             f"{self.num_envs} envs of {_NAMES[self.kind]}")
+        kind, n, size, was_reset = (int(v) for v in arr[:16].view(np.int32))
+        if kind != self.kind or n != self.num_envs or size != <int64_t>sizeof(env_t):
+            raise ValueError(f"state is of {n} envs of kind {kind} (struct size {size}); this VecEnv "
+                             f"has {self.num_envs} envs of {_NAMES[self.kind]} (struct size "
+                             f"{sizeof(env_t)}); it was saved by another env or rlox build")
+        cdef const unsigned char[::1] av = arr
+        memcpy(<void*>self.envs, &av[16], nbytes)
+        self._was_reset = bool(was_reset)
+
     def close(self):
         """Free the envs; later calls raise."""
         free(self.envs)

@@ -24,6 +24,9 @@ _LAZY: dict[str, str] = {
     "A2CTrainer": "rlox.trainer",
     "VPGTrainer": "rlox.trainer",
     "TRPOTrainer": "rlox.trainer",
+    "SACTrainer": "rlox.trainer",
+    "TD3Trainer": "rlox.trainer",
+    "DQNTrainer": "rlox.trainer",
 }
 
 

@@ -30,7 +30,7 @@ from rlox._ext import envs as _core
 
 __all__ = [
     "CartPole", "Pendulum", "MountainCar", "MountainCarContinuous", "Acrobot",
-    "VecEnv", "GymEnv", "GymVecEnv", "make_vec_env", "is_native", "NATIVE_ENV_IDS",
+    "VecEnv", "GymEnv", "GymVecEnv", "make_vec_env", "is_native", "NATIVE_ENV_IDS", "env_label",
 ]
 
 
@@ -342,8 +342,53 @@ class GymVecEnv:
 
 
 def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, **kwargs):
-    """A native ``VecEnv`` when ``env_id`` is native (and no gymnasium kwargs are given),
-    otherwise a ``GymVecEnv``."""
+    """A vector env for ``env_id``, resolved in this order:
+
+    1. a native id (``NATIVE_ENV_IDS``, no gymnasium kwargs): the native ``VecEnv``;
+    2. a name in ``rlox.plugins.ENV_REGISTRY``: ``GymVecEnv`` over its factory (a callable
+       returning a gymnasium env), or the native ``VecEnv`` when it names a native env class;
+    3. anything gymnasium takes (an id, an ``EnvSpec``, an env object, a list of factories):
+       ``GymVecEnv``.
+    """
     if is_native(env_id) and not kwargs:
         return VecEnv(n=n_envs, seed=seed, env_id=env_id)
+    if isinstance(env_id, str) and env_id not in gym.registry and ":" not in env_id:
+        from rlox.plugins import ENV_REGISTRY
+
+        if env_id in ENV_REGISTRY or not kwargs:
+            try:
+                entry = ENV_REGISTRY.get(env_id)
+            except KeyError as exc:
+                raise KeyError(_unknown_env_message(env_id)) from None
+            if isinstance(entry, type) and issubclass(entry, _Native):
+                return VecEnv(n=n_envs, seed=seed, env_id=entry.env_id)
+            if not callable(entry):
+                raise TypeError(f"ENV_REGISTRY entry {env_id!r} is a {type(entry).__name__}; "
+                                f"expected a callable that returns a gymnasium.Env")
+            fns = [(lambda e=entry: e(**kwargs)) for _ in range(int(n_envs))]
+            venv = GymVecEnv(fns, n_envs, seed)
+            venv.env_id = env_id
+            return venv
     return GymVecEnv(env_id, n_envs, seed, **kwargs)
+
+
+def _unknown_env_message(env_id: str) -> str:
+    import difflib
+
+    from rlox.plugins import ENV_REGISTRY
+
+    names = sorted(set(gym.registry) | set(ENV_REGISTRY.list()))
+    close = difflib.get_close_matches(env_id, names, n=3, cutoff=0.6)
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "?") if close else \
+        "register it with rlox.plugins.ENV_REGISTRY.register(name, factory) or use a gymnasium id"
+    return f"unknown env {env_id!r}; {hint}"
+
+
+def env_label(env) -> str:
+    """A string naming ``env`` for checkpoints and messages: the id, or a gymnasium env's spec id."""
+    if isinstance(env, str):
+        return env
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return spec.id
+    return type(getattr(env, "unwrapped", env)).__name__

@@ -141,6 +141,8 @@ def _make_eval_env(env: Any, seed: int):
         from rlox.plugins import ENV_REGISTRY
     except ImportError:  # the registry module is optional for evaluation
         ENV_REGISTRY = None
+    if env in gym.registry:
+        return gym.make(env), True
     if ENV_REGISTRY is not None and env in ENV_REGISTRY:
         made = ENV_REGISTRY.get(env)()
         if not isinstance(made, gym.Env):
