@@ -14,10 +14,11 @@ all: build
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt setup.py
+$(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt setup.py plugins/rlox-example-plugin/pyproject.toml
 	$(PIP) --upgrade pip
 	$(PIP) "setuptools>=68" wheel "cython>=3.0" "numpy>=2.0"
 	$(PIP) --no-build-isolation -e ".[dev]"
+	$(PIP) --no-build-isolation --no-deps -e plugins/rlox-example-plugin
 	touch $@
 
 # Incremental: cythonize recompiles only the kernels whose sources changed.
