@@ -10,7 +10,7 @@
 from cython.parallel cimport prange
 from libc.math cimport exp, log, tanh
 from libc.stdlib cimport malloc, free
-from libc.string cimport memset
+from libc.string cimport memset, memcpy
 from _types cimport float64_t, float32_t, intp_t, uint64_t
 from _rng cimport rng_t, rng_seed, rng_uniform, rng_normal
 from _types cimport int64_t
@@ -265,6 +265,22 @@ cdef class CompiledPolicy:
         for r in range(self.n_streams):
             rng_seed(&self.rngs[r], seed * <uint64_t>1000003 + <uint64_t>r)
 
+    def get_rng_state(self):
+        """The action-sampling streams as a uint8 array (``set_rng_state`` restores them)."""
+        out = np.empty(self.n_streams * sizeof(rng_t), dtype=np.uint8)
+        cdef unsigned char[::1] ov = out
+        memcpy(&ov[0], <void*>self.rngs, self.n_streams * sizeof(rng_t))
+        return out
+
+    def set_rng_state(self, state):
+        """Restore ``get_rng_state()``; the stream count must match."""
+        arr = np.ascontiguousarray(np.asarray(state), dtype=np.uint8).reshape(-1)
+        if arr.shape[0] != self.n_streams * sizeof(rng_t):
+            raise ValueError(f"rng state has {arr.shape[0]} bytes, expected "
+                             f"{self.n_streams * sizeof(rng_t)} for {self.n_streams} streams")
+        cdef const unsigned char[::1] av = arr
+        memcpy(<void*>self.rngs, &av[0], self.n_streams * sizeof(rng_t))
+
     def set_weights(self, actor, critic, log_std=None):
         """Copy new weights in (after each gradient update); shapes must match construction."""
         mlp_load(&self.actor, list(actor), "actor")
@@ -465,6 +481,43 @@ cdef class RolloutKernel:
 
     def __dealloc__(self):
         free(self.envs); free(self.obs); free(self.ep_ret); free(self.ep_len)
+
+    def get_state(self):
+        """Envs (physics, counters, RNG), current observations and episode accumulators, as
+        arrays; ``set_state`` restores them exactly (same build, same env and n_envs)."""
+        cdef Py_ssize_t nb = self.n_envs * sizeof(env_t)
+        envs = np.empty(nb, dtype=np.uint8)
+        obs = np.empty(self.n_envs * self.obs_dim, dtype=np.float64)
+        ep_ret = np.empty(self.n_envs, dtype=np.float64)
+        ep_len = np.empty(self.n_envs, dtype=np.int64)
+        cdef unsigned char[::1] ev = envs
+        cdef float64_t[::1] ov = obs, rv = ep_ret
+        cdef int64_t[::1] lv = ep_len
+        memcpy(&ev[0], <void*>self.envs, nb)
+        memcpy(&ov[0], self.obs, self.n_envs * self.obs_dim * sizeof(float64_t))
+        memcpy(&rv[0], self.ep_ret, self.n_envs * sizeof(float64_t))
+        memcpy(&lv[0], self.ep_len, self.n_envs * sizeof(int64_t))
+        return {"kind": self.kind, "envs": envs, "obs": obs, "ep_ret": ep_ret, "ep_len": ep_len}
+
+    def set_state(self, state):
+        """Restore ``get_state()``; ValueError when it is of another env, size or build."""
+        cdef Py_ssize_t nb = self.n_envs * sizeof(env_t)
+        envs = np.ascontiguousarray(np.asarray(state["envs"]), dtype=np.uint8).reshape(-1)
+        obs = np.ascontiguousarray(np.asarray(state["obs"]), dtype=np.float64).reshape(-1)
+        ep_ret = np.ascontiguousarray(np.asarray(state["ep_ret"]), dtype=np.float64).reshape(-1)
+        ep_len = np.ascontiguousarray(np.asarray(state["ep_len"]), dtype=np.int64).reshape(-1)
+        if (int(state["kind"]) != self.kind or envs.shape[0] != nb
+                or obs.shape[0] != self.n_envs * self.obs_dim
+                or ep_ret.shape[0] != self.n_envs or ep_len.shape[0] != self.n_envs):
+            raise ValueError(f"rollout state does not fit this kernel ({self.n_envs} envs of kind "
+                             f"{self.kind}); it was saved for another env, size or rlox build")
+        cdef const unsigned char[::1] ev = envs
+        cdef const float64_t[::1] ov = obs, rv = ep_ret
+        cdef const int64_t[::1] lv = ep_len
+        memcpy(<void*>self.envs, &ev[0], nb)
+        memcpy(self.obs, &ov[0], self.n_envs * self.obs_dim * sizeof(float64_t))
+        memcpy(self.ep_ret, &rv[0], self.n_envs * sizeof(float64_t))
+        memcpy(self.ep_len, &lv[0], self.n_envs * sizeof(int64_t))
 
     @property
     def obs(self):

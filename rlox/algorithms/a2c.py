@@ -1,0 +1,72 @@
+"""A2C: synchronous Advantage Actor-Critic (Mnih et al., 2016, arXiv:1602.01783).
+
+Reading order: config -> networks -> rollout -> advantages -> update.
+
+* config: ``rlox.config.A2CConfig`` (SB3's defaults: 5 steps per env, RMSprop with alpha 0.99
+  and eps 1e-5, lr 7e-4, GAE lambda 1, i.e. n-step Monte Carlo returns).
+* networks: the same ``rlox.policies`` actor and critic as PPO.
+* rollout + advantages: ``RolloutCollector`` (truncation bootstrap, GAE in Cython).
+* update: one gradient step on the whole rollout: policy-gradient loss
+  ``-(A * log pi(a|s)).mean()``, value loss ``0.5 * (R - V)^2`` (``vf_coef``), entropy bonus.
+
+    a2c = A2C(env_id="CartPole-v1", n_envs=8, n_steps=5, learning_rate=7e-4, gae_lambda=1.0)
+    metrics = a2c.train(total_timesteps=50_000)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlox.algorithms.on_policy import OnPolicyAlgorithm
+from rlox.collectors import RolloutBatch
+from rlox.config import A2CConfig
+from rlox.losses import explained_variance
+
+__all__ = ["A2C"]
+
+
+class A2C(OnPolicyAlgorithm):
+    """Advantage Actor-Critic: one synchronous gradient step per rollout.
+
+    Args:
+        env_id: a gymnasium id, an ``ENV_REGISTRY`` name, or a gymnasium env object.
+        seed, callbacks, logger, device, wrappers, policy: see ``OnPolicyAlgorithm``.
+        **config: ``A2CConfig`` fields.
+    """
+
+    name = "a2c"
+    config_class = A2CConfig
+
+    def _setup_optimizers(self) -> None:
+        cfg = self.config
+        params = self.policy.parameters()
+        if cfg.optimizer == "rmsprop":
+            # SB3/OpenAI baselines: RMSprop(alpha=0.99, eps=1e-5); TF's epsilon sits inside the sqrt,
+            # torch's outside, a difference these small nets do not notice.
+            opt = torch.optim.RMSprop(params, lr=cfg.learning_rate, alpha=0.99, eps=cfg.rms_prop_eps)
+        else:
+            opt = torch.optim.Adam(params, lr=cfg.learning_rate, eps=cfg.rms_prop_eps)
+        self.optimizers = {"policy": opt}
+
+    def _update(self, batch: RolloutBatch) -> dict[str, Any]:
+        cfg = self.config
+        log_probs, entropy, values = self.policy.evaluate_actions(batch.obs, batch.actions)
+        advantages = batch.advantages
+        if cfg.normalize_advantages and len(batch) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        policy_loss = -(advantages * log_probs).mean()
+        value_loss = 0.5 * ((batch.returns - values) ** 2).mean()
+        ent = entropy.mean()
+        loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * ent
+
+        optimizer = self.optimizers["policy"]
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.max_grad_norm > 0:
+            nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm, foreach=True)
+        optimizer.step()
+        return {"loss/loss": loss.item(), "loss/policy_loss": policy_loss.item(),
+                "loss/value_loss": value_loss.item(), "loss/entropy": ent.item(),
+                "loss/explained_variance": float(explained_variance(values.detach(), batch.returns))}

@@ -1,0 +1,424 @@
+"""``Algorithm``: what every rlox algorithm shares (the harness), so each algorithm file only
+says how it collects data and how it learns.
+
+The base class owns:
+
+* config parsing (``config_class``; unknown keywords are a TypeError with suggestions),
+* seeding: networks are initialised from ``seed`` without touching torch's global generator;
+  action sampling and minibatch shuffles use the algorithm's own ``torch.Generator`` and NumPy
+  ``Generator``, so runs are reproducible and resumable,
+* the training loop (``train``): runs *iterations* (``_iteration``, one rollout + update for
+  on-policy methods) until the step budget is spent, calling the callbacks' hooks and the
+  logger, timing each phase in ``self.timings`` (seconds per phase, cumulative),
+* ``predict`` input checking, and ``save`` / ``load`` of the full state (weights, optimisers,
+  config, counters, RNG streams, env and normaliser state) in a file that
+  ``torch.load(weights_only=True)`` reads, written atomically.
+
+Subclasses set ``name`` and ``config_class`` and implement ``_iteration``, ``_predict`` and
+the ``_state_dict`` / ``_load_state_dict`` pair for their own parts.
+"""
+from __future__ import annotations
+
+import abc
+import json
+import math
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlox.callbacks import Callback, CallbackList
+from rlox.checkpointing import CheckpointError, atomic_torch_save, safe_torch_load
+from rlox.config import ConfigBase
+from rlox.envs import env_label
+
+__all__ = ["Algorithm", "to_torch_tree", "to_numpy_tree", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
+
+CHECKPOINT_FORMAT = "rlox-checkpoint"
+CHECKPOINT_VERSION = 1
+
+
+def to_torch_tree(obj: Any) -> Any:
+    """NumPy arrays (and scalars) inside dicts/lists -> tensors, so ``weights_only`` loads them."""
+    if isinstance(obj, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(obj).copy())
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, dict):
+        return {k: to_torch_tree(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_torch_tree(v) for v in obj]
+    return obj
+
+
+def to_numpy_tree(obj: Any) -> Any:
+    """The inverse of ``to_torch_tree`` (tensors -> NumPy arrays)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().numpy()
+    if isinstance(obj, dict):
+        return {k: to_numpy_tree(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [to_numpy_tree(v) for v in obj]
+    return obj
+
+
+def _env_kwargs(env: Any) -> dict[str, Any] | None:
+    """The gymnasium kwargs of an env object, when they are plain JSON values (for checkpoints)."""
+    spec = getattr(env, "spec", None)
+    kwargs = dict(getattr(spec, "kwargs", None) or {})
+    if not kwargs:
+        return None
+    try:
+        json.dumps(kwargs)
+    except (TypeError, ValueError):
+        return None
+    return kwargs
+
+
+class Algorithm(abc.ABC):
+    """Base of the rlox algorithms.
+
+    Args:
+        env_id: a gymnasium id, an ``rlox.plugins.ENV_REGISTRY`` name, or a gymnasium env object.
+        seed: seeds envs, network initialisation, action sampling and shuffling.
+        callbacks: ``rlox.callbacks.Callback`` instances (hooks; one returning False stops).
+        logger: None or an object with ``on_train_step(step, metrics)`` (``rlox.logging``).
+        device: torch device for the networks.
+        **config: fields of ``config_class``.
+    """
+
+    name: ClassVar[str] = ""
+    config_class: ClassVar[type[ConfigBase]]
+
+    def __init__(self, env_id: Any = "CartPole-v1", *, seed: int = 0,
+                 callbacks: Sequence[Any] | None = None, logger: Any = None,
+                 device: str | torch.device = "cpu", **config: Any) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be an int, got {seed!r}")
+        self.config = self.config_class.from_kwargs(type(self).__name__, config)
+        self.env_id = env_id
+        self.seed = int(seed)
+        self.device = torch.device(device)
+        self.callbacks = CallbackList(callbacks)
+        self.logger = logger
+        # Counters (saved with the model).
+        self.num_timesteps = 0
+        self.iterations = 0
+        self.episodes = 0
+        self._run_start = 0
+        self._run_end = 0
+        # Own random streams: action sampling (torch) and shuffles / exploration (NumPy).
+        self.torch_gen = torch.Generator(device="cpu").manual_seed(self.seed)
+        self.np_rng = np.random.default_rng(self.seed)
+        self.timings: dict[str, float] = {}
+        self.episode_returns: deque[float] = deque(maxlen=100)
+        self.episode_lengths: deque[int] = deque(maxlen=100)
+        self.last_metrics: dict[str, Any] = {}
+
+    # ------------------------------------------------------------------ subclass interface
+    @abc.abstractmethod
+    def _iteration(self) -> tuple[dict[str, Any], bool]:
+        """Run one iteration (collect + learn); return (namespaced metrics, keep_going)."""
+
+    @abc.abstractmethod
+    def _predict(self, obs: torch.Tensor, deterministic: bool) -> np.ndarray:
+        """Actions [B, *action_shape] for a batch of (already normalised) observations."""
+
+    @abc.abstractmethod
+    def _state_dict(self) -> dict[str, Any]:
+        """The subclass's parts of a checkpoint (modules, optimisers, env state)."""
+
+    @abc.abstractmethod
+    def _load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore ``_state_dict``'s parts (tensors as saved; ``to_numpy_tree`` for arrays)."""
+
+    @property
+    @abc.abstractmethod
+    def observation_space(self) -> gym.Space:
+        """The single-env observation space."""
+
+    @property
+    @abc.abstractmethod
+    def action_space(self) -> gym.Space:
+        """The single-env action space."""
+
+    def obs_normalizer(self) -> Any:
+        """The observation normaliser applied before the policy (None if there is none)."""
+        return None
+
+    # ------------------------------------------------------------------ the training loop
+    @property
+    def progress_remaining(self) -> float:
+        """1 at the start of the current ``train`` run, 0 at its end (for schedules)."""
+        span = self._run_end - self._run_start
+        if span <= 0:
+            return 1.0
+        return max(0.0, 1.0 - (self.num_timesteps - self._run_start) / span)
+
+    def time_phase(self, phase: str, seconds: float) -> None:
+        """Add ``seconds`` to ``self.timings[phase]`` (what TimingCallback reports)."""
+        self.timings[phase] = self.timings.get(phase, 0.0) + seconds
+
+    def record_episodes(self, returns: Sequence[float], lengths: Sequence[int]) -> None:
+        """Count finished training episodes (their raw, unnormalised returns)."""
+        if len(returns):
+            self.episode_returns.extend(float(r) for r in returns)
+            self.episode_lengths.extend(int(n) for n in lengths)
+            self.episodes += len(returns)
+
+    @property
+    def mean_reward(self) -> float:
+        """Mean return of the last (up to 100) finished training episodes; NaN before any."""
+        return float(np.mean(self.episode_returns)) if self.episode_returns else math.nan
+
+    def train(self, total_timesteps: int | None = None, *, resume: bool = False) -> dict[str, Any]:
+        """Train for ``total_timesteps`` more env steps (all envs together).
+
+        Schedules (learning-rate annealing, clip range, exploration) run over this call's
+        budget. ``resume=True`` instead continues the run a checkpoint was saved in the middle
+        of, to that run's original end, exactly as if it had not stopped.
+
+        Returns:
+            ``mean_reward`` (mean of the last finished episodes' returns), ``episodes``,
+            ``timesteps``, ``sps`` (env steps per second of this call) and the last
+            iteration's metrics without their namespace (``policy_loss``, ...).
+        """
+        if resume:
+            if total_timesteps is not None:
+                raise ValueError("train(resume=True) continues the saved run to its end; do not pass "
+                                 "total_timesteps (or pass it without resume=True for a new run)")
+            if self.num_timesteps >= self._run_end:
+                raise ValueError(f"nothing to resume: the saved run ended at step {self._run_end} and "
+                                 f"the model is at step {self.num_timesteps}; call train(total_timesteps)")
+        else:
+            if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer)):
+                raise TypeError(f"total_timesteps must be an int >= 1, got {total_timesteps!r}")
+            if total_timesteps < 1:
+                raise ValueError(f"total_timesteps must be >= 1, got {total_timesteps}")
+            self._run_start = self.num_timesteps
+            self._run_end = self.num_timesteps + int(total_timesteps)
+        threads = getattr(self.config, "torch_threads", None)
+        previous_threads = torch.get_num_threads()
+        if threads is not None and threads != previous_threads:
+            torch.set_num_threads(threads)
+        try:
+            return self._train_loop()
+        finally:
+            if threads is not None and threads != previous_threads:
+                torch.set_num_threads(previous_threads)
+
+    def _train_loop(self) -> dict[str, Any]:
+        self._before_training()
+        start_steps, t0 = self.num_timesteps, time.perf_counter()
+        loggers = self._loggers()
+        # Loggers given as logger= that are Callbacks see the hooks too (after the callbacks).
+        extra = [lg for lg in loggers if isinstance(lg, Callback) and not any(lg is cb for cb in self.callbacks)]
+        hooks = CallbackList([*self.callbacks, *extra]) if extra else self.callbacks
+        self._hooks, self._pending_eval = hooks, {}
+        hooks.init_callback(self)
+        keep_going = hooks.on_training_start()
+        metrics: dict[str, Any] = {}
+        while keep_going and self.num_timesteps < self._run_end:
+            t_it = time.perf_counter()
+            metrics, keep_going = self._iteration()
+            self.iterations += 1
+            elapsed = time.perf_counter() - t0
+            metrics["time/sps"] = (self.num_timesteps - start_steps) / max(elapsed, 1e-9)
+            metrics["time/iteration"] = time.perf_counter() - t_it
+            metrics["train/timesteps"] = self.num_timesteps
+            metrics["train/episodes"] = self.episodes
+            metrics["train/mean_reward"] = self.mean_reward
+            if self.episode_lengths:
+                metrics["train/mean_length"] = float(np.mean(self.episode_lengths))
+            t_cb, t_eval = time.perf_counter(), self.timings.get("evaluation", 0.0)
+            keep_going = hooks.on_update(metrics) and keep_going
+            if self._pending_eval:  # an evaluation ran in a callback: its eval/ metrics go to the loggers
+                metrics.update(self._pending_eval)
+                self._pending_eval = {}
+            for lg in loggers:
+                lg.on_train_step(self.num_timesteps, metrics)
+            eval_time = self.timings.get("evaluation", 0.0) - t_eval
+            self.time_phase("callbacks", time.perf_counter() - t_cb - eval_time)
+        self.last_metrics = metrics
+        hooks.on_training_end(metrics)
+        if self._pending_eval:  # a final evaluation at the end of training
+            metrics.update(self._pending_eval)
+            for lg in loggers:
+                lg.on_train_step(self.num_timesteps, dict(self._pending_eval))
+            self._pending_eval = {}
+        self._hooks = None
+        for lg in loggers:
+            flush = getattr(lg, "flush", None)
+            if callable(flush):
+                flush()
+        elapsed = time.perf_counter() - t0
+        # Namespaces dropped, except eval/ (eval_mean_reward beside the training mean_reward).
+        result = {(k.replace("/", "_", 1) if k.startswith("eval/") else k.split("/", 1)[-1]): v
+                  for k, v in metrics.items()}
+        result.update(mean_reward=self.mean_reward, episodes=self.episodes,
+                      timesteps=self.num_timesteps,
+                      sps=(self.num_timesteps - start_steps) / max(elapsed, 1e-9))
+        return result
+
+    def _before_training(self) -> None:
+        """Hook for subclasses (e.g. warn about settings that do not fit the budget)."""
+
+    # ------------------------------------------------------------------ harness (rlox.callbacks, rlox.logging)
+    def _loggers(self) -> list[Any]:
+        """``logger`` (one object or a list) plus the ``LoggerCallback``s among the callbacks;
+        each gets ``on_train_step(step, metrics)`` once per iteration."""
+        given = self.logger if isinstance(self.logger, (list, tuple)) else [self.logger]
+        out = [lg for lg in given if lg is not None]
+        for i, lg in enumerate(out):
+            if not callable(getattr(lg, "on_train_step", None)):
+                raise TypeError(f"logger {type(lg).__name__} has no on_train_step(step, metrics) method; use "
+                                f"an rlox.logging logger or subclass rlox.logging.LoggerCallback")
+        out += [cb for cb in self.callbacks if getattr(cb, "is_logger", False) and not any(cb is lg for lg in out)]
+        return out
+
+    def report_eval(self, metrics: Mapping[str, Any]) -> bool:
+        """Hand an evaluation's ``eval/...`` metrics to every callback's ``on_eval`` and, with
+        this iteration's metrics, to the loggers (``EvalCallback`` calls it). Returns False
+        when a callback asks to stop."""
+        pending = getattr(self, "_pending_eval", None)
+        if pending is not None:
+            pending.update(metrics)
+        hooks = getattr(self, "_hooks", None) or self.callbacks
+        return hooks.on_eval(metrics)
+
+    @property
+    def remaining_timesteps(self) -> int:
+        """Env steps left in the current (or saved) ``train`` run."""
+        return max(0, self._run_end - self.num_timesteps)
+
+    def export_policy(self) -> dict[str, Any] | None:
+        """The deployable actor, for ``rlox.artifacts`` (``actor.safetensors`` + ``inference.yaml``)
+        and ``rlox.inference`` (which rebuilds it with torch alone). None: not supported.
+
+        Algorithms that support artifacts return a dict:
+
+        * ``distribution``: "categorical" (output ``logits``), "gaussian" (``mean`` and a
+          ``log_std``, actions clipped to the bounds), "squashed_gaussian" (``mean`` and
+          ``log_std``; tanh, then scaled to the bounds), "deterministic" (``action``, clipped)
+          or "greedy" (``q_values``, argmax);
+        * ``networks``: name -> ``torch.nn.Sequential`` of ``Linear`` and activation layers;
+        * ``outputs``: output name -> list of network names applied in turn to the
+          (normalised) observation;
+        * ``tensors`` (optional): name -> tensor, e.g. a state-independent ``log_std``.
+        """
+        return None
+
+    # ------------------------------------------------------------------ inference
+    def _check_obs(self, obs: Any) -> tuple[np.ndarray, bool]:
+        """``obs`` as float32 [B, *obs_shape] and whether it was a single observation."""
+        space = self.observation_space
+        shape = tuple(space.shape or ())
+        if isinstance(obs, torch.Tensor):
+            obs = obs.detach().cpu().numpy()
+        arr = np.asarray(obs)
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"obs must hold numbers, got dtype {arr.dtype}")
+        if arr.shape == shape:
+            return arr.reshape(1, *shape).astype(np.float32, copy=False), True
+        if arr.ndim == len(shape) + 1 and arr.shape[1:] == shape:
+            return arr.astype(np.float32, copy=False), False
+        raise ValueError(f"obs has shape {arr.shape}, expected {shape} (one observation) or "
+                         f"(B, {', '.join(map(str, shape))}) (a batch) for {env_label(self.env_id)}")
+
+    def predict(self, obs: Any, deterministic: bool = False) -> Any:
+        """Action(s) for one observation ``[*obs]`` or a batch ``[B, *obs]``, as NumPy.
+
+        Observations are normalised with the frozen training statistics when normalisation is
+        on. One discrete observation gives an ``np.int64``; continuous actions are clipped to
+        the action space's bounds.
+        """
+        batch, single = self._check_obs(obs)
+        norm = self.obs_normalizer()
+        if norm is not None:
+            batch = norm.normalize_obs(batch)
+        with torch.inference_mode():
+            actions = self._predict(torch.as_tensor(batch, device=self.device), bool(deterministic))
+        if single:
+            actions = actions[0]
+            if isinstance(self.action_space, gym.spaces.Discrete):
+                return np.int64(actions)
+        return actions
+
+    # ------------------------------------------------------------------ persistence
+    def _rng_state(self) -> dict[str, Any]:
+        return {"torch": self.torch_gen.get_state(),
+                "numpy": json.dumps(self.np_rng.bit_generator.state)}
+
+    def _set_rng_state(self, state: Mapping[str, Any]) -> None:
+        self.torch_gen.set_state(state["torch"])
+        self.np_rng.bit_generator.state = json.loads(state["numpy"])
+
+    def save(self, path: str | Path) -> None:
+        """Write the full training state to ``path`` (atomically; torch format readable with
+        ``weights_only=True``): weights, optimisers, config, counters, RNG streams, env and
+        normaliser state. ``load`` restores it, and training continues exactly."""
+        ckpt = {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "algorithm": self.name,
+            "env_id": env_label(self.env_id),
+            "env_kwargs": _env_kwargs(self.env_id),
+            "seed": self.seed,
+            "config": self.config.to_dict(),
+            "counters": {"num_timesteps": self.num_timesteps, "iterations": self.iterations,
+                         "episodes": self.episodes, "run_start": self._run_start,
+                         "run_end": self._run_end},
+            "episodes": {"returns": list(self.episode_returns), "lengths": list(self.episode_lengths)},
+            "timings": dict(self.timings),
+            "rng": self._rng_state(),
+            "state": to_torch_tree(self._state_dict()),
+        }
+        atomic_torch_save(ckpt, path)
+
+    @classmethod
+    def load(cls, path: str | Path, env_id: Any = None, *, device: str | torch.device = "cpu",
+             callbacks: Sequence[Any] | None = None, logger: Any = None) -> "Algorithm":
+        """Rebuild an algorithm from ``save``'s file (read with ``weights_only=True``).
+
+        Args:
+            path: the checkpoint.
+            env_id: env to attach; default: the one recorded in the checkpoint.
+        """
+        ckpt = safe_torch_load(path)
+        if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointError(f"{str(path)!r} is not an rlox checkpoint (no '{CHECKPOINT_FORMAT}' "
+                                  f"header); it may be a bare state_dict or another library's file")
+        if int(ckpt.get("version", 0)) > CHECKPOINT_VERSION:
+            raise CheckpointError(f"{str(path)!r} has checkpoint version {ckpt['version']}, newer than "
+                                  f"this rlox understands ({CHECKPOINT_VERSION}); upgrade rlox")
+        if ckpt.get("algorithm") != cls.name:
+            raise CheckpointError(f"{str(path)!r} holds a {ckpt.get('algorithm')!r} model, not {cls.name!r}; "
+                                  f"load it with that algorithm")
+        if env_id is None:
+            env_id = ckpt["env_id"]
+            if ckpt.get("env_kwargs"):
+                env_id = gym.make(env_id, **ckpt["env_kwargs"])
+        algo = cls(env_id, seed=int(ckpt["seed"]), device=device, callbacks=callbacks, logger=logger,
+                   **ckpt["config"])
+        algo._restore(ckpt)
+        return algo
+
+    def _restore(self, ckpt: Mapping[str, Any]) -> None:
+        c = ckpt["counters"]
+        self.num_timesteps, self.iterations, self.episodes = (int(c["num_timesteps"]), int(c["iterations"]),
+                                                              int(c["episodes"]))
+        self._run_start, self._run_end = int(c["run_start"]), int(c["run_end"])
+        self.episode_returns.clear()
+        self.episode_lengths.clear()
+        self.episode_returns.extend(float(x) for x in ckpt["episodes"]["returns"])
+        self.episode_lengths.extend(int(x) for x in ckpt["episodes"]["lengths"])
+        self.timings = {k: float(v) for k, v in ckpt.get("timings", {}).items()}
+        self._set_rng_state(ckpt["rng"])
+        self._load_state_dict(ckpt["state"])
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(env_id={env_label(self.env_id)!r}, seed={self.seed})"

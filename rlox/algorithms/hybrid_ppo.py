@@ -1,0 +1,139 @@
+"""HybridPPO: PPO whose rollout collection runs entirely in compiled code.
+
+PPO's update is unchanged (``rlox.algorithms.ppo``); only collection differs. The actor and
+critic MLPs are copied after every update into ``rlox._ext.hybrid.CompiledPolicy`` (C loops,
+float64), and ``RolloutKernel`` runs, for each native env in one nogil OpenMP ``prange``:
+forward pass, action sampling from a per-env xoshiro stream, env step (``ext/envs_core.pxd``),
+truncation bootstrap ``r + gamma * V(final obs)``, resets and rollout writes: no Python per
+step. GAE then runs in one ``compute_gae_batched_f32`` call.
+
+    from rlox.algorithms.hybrid_ppo import HybridPPO
+    ppo = HybridPPO(env_id="CartPole-v1", n_envs=16, hidden=64)
+    metrics = ppo.train(total_timesteps=100_000)
+    ppo.timing_summary()          # {'collection_pct': ..., 'training_pct': ...}
+
+Limits: native envs only (``rlox.NATIVE_ENV_IDS``), Tanh MLPs (the default policy), no
+observation/reward normalisation or wrappers.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from rlox._ext.hybrid import CompiledPolicy, RolloutKernel
+from rlox.advantages import compute_gae_batched_f32
+from rlox.algorithms.base import to_numpy_tree
+from rlox.algorithms.ppo import PPO
+from rlox.collectors import RolloutBatch
+from rlox.envs import NATIVE_ENV_IDS, is_native
+
+__all__ = ["HybridPPO"]
+
+
+def _linear_pairs(net: torch.nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(m.weight.detach().cpu().double().numpy(), m.bias.detach().cpu().double().numpy())
+            for m in net if isinstance(m, torch.nn.Linear)]
+
+
+class HybridPPO(PPO):
+    """PPO with compiled rollout collection on the native envs.
+
+    Args:
+        env_id: a native env id (one of ``rlox.NATIVE_ENV_IDS``).
+        n_envs, hidden, ...: ``PPOConfig`` fields, as for ``PPO``.
+        seed, callbacks, logger, device: see ``Algorithm``.
+    """
+
+    name = "hybrid_ppo"
+
+    def __init__(self, env_id: Any = "CartPole-v1", **kwargs: Any) -> None:
+        if not is_native(env_id):
+            raise ValueError(f"HybridPPO runs the native envs only ({', '.join(NATIVE_ENV_IDS)}); got "
+                             f"{env_id!r}. Use PPO for other envs")
+        if kwargs.get("wrappers") or kwargs.get("normalize_obs") or kwargs.get("normalize_rewards"):
+            raise ValueError("HybridPPO collects in compiled code without normalisation or wrappers; "
+                             "use PPO for normalize_obs / normalize_rewards / wrappers")
+        if kwargs.get("activation", "tanh") != "tanh" or kwargs.get("policy") is not None:
+            raise ValueError("HybridPPO's compiled policy is a Tanh MLP; use PPO for other policies")
+        super().__init__(env_id, **kwargs)
+        cfg = self.config
+        actor, critic = _linear_pairs(self.policy.actor), _linear_pairs(self.policy.critic)
+        self.compiled = CompiledPolicy(actor, critic, discrete=self.policy.discrete,
+                                       log_std=None if self.policy.discrete else self._log_std(),
+                                       n_streams=cfg.n_envs, seed=self.seed)
+        self.kernel = RolloutKernel(self.compiled, env_id, cfg.n_envs, seed=self.seed)
+
+    def _log_std(self) -> np.ndarray:
+        return self.policy.log_std.detach().cpu().double().numpy()
+
+    def _sync_weights(self) -> None:
+        """Copy the torch weights into the compiled policy (after each update)."""
+        self.compiled.set_weights(_linear_pairs(self.policy.actor), _linear_pairs(self.policy.critic),
+                                  None if self.policy.discrete else self._log_std())
+
+    def _collect(self) -> RolloutBatch:
+        cfg = self.config
+        t0 = time.perf_counter()
+        out = self.kernel.collect(cfg.n_steps, cfg.gamma)
+        t1 = time.perf_counter()
+        N, T = cfg.n_envs, cfg.n_steps
+        adv, ret = compute_gae_batched_f32(out["rewards"].reshape(-1), out["values"].reshape(-1),
+                                           out["dones"].reshape(-1), out["last_values"],
+                                           n_steps=T, gamma=cfg.gamma, lam=cfg.gae_lambda)
+        t2 = time.perf_counter()
+        self.time_phase("env_step", t1 - t0)
+        self.time_phase("gae_compute", t2 - t1)
+        self.record_episodes(out["episode_returns"], out["episode_lengths"])
+        actions = out["actions"].reshape(N * T).astype(np.int64) if self.policy.discrete else \
+            out["actions"].reshape(N * T, -1)
+        t = torch.from_numpy
+        dev = self.device
+        return RolloutBatch(obs=t(out["obs"].reshape(N * T, -1)).to(dev), actions=t(actions).to(dev),
+                            log_probs=t(out["log_probs"].reshape(-1)).to(dev),
+                            values=t(out["values"].reshape(-1)).to(dev),
+                            rewards=t(out["rewards"].reshape(-1)).to(dev),
+                            dones=t(out["dones"].reshape(-1)).to(dev),
+                            advantages=t(adv).to(dev), returns=t(ret).to(dev))
+
+    def _iteration(self) -> tuple[dict[str, Any], bool]:
+        cfg = self.config
+        lr = self.current_learning_rate()
+        if cfg.anneal_lr:
+            self.set_learning_rate(lr)
+        keep_going = self.callbacks.on_rollout_start()
+        batch = self._collect()
+        self.num_timesteps += cfg.n_steps * cfg.n_envs
+        rollout = {"train/mean_reward": self.mean_reward, "train/episodes": self.episodes}
+        keep_going = self.callbacks.on_rollout_end(rollout) and keep_going
+        t0 = time.perf_counter()
+        losses = self._update(batch)
+        self._sync_weights()
+        self.time_phase("gradient_update", time.perf_counter() - t0)
+        return {**rollout, **losses, "train/learning_rate": lr}, keep_going
+
+    def timing_summary(self) -> dict[str, float]:
+        """Share of wall time (percent) spent collecting (compiled rollout + GAE) and training
+        (gradient updates and weight sync), over all ``train`` calls so far."""
+        collect = self.timings.get("env_step", 0.0) + self.timings.get("gae_compute", 0.0)
+        train = self.timings.get("gradient_update", 0.0)
+        total = collect + train
+        if total <= 0:
+            return {"collection_pct": 0.0, "training_pct": 0.0}
+        return {"collection_pct": round(100.0 * collect / total, 1),
+                "training_pct": round(100.0 * train / total, 1)}
+
+    # The compiled envs and sampling streams are saved too, so a resumed run continues exactly.
+    def _state_dict(self) -> dict[str, Any]:
+        state = super()._state_dict()
+        state["kernel"] = self.kernel.get_state()
+        state["compiled_rng"] = self.compiled.get_rng_state()
+        return state
+
+    def _load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super()._load_state_dict(state)
+        self.kernel.set_state(to_numpy_tree(state["kernel"]))
+        self.compiled.set_rng_state(to_numpy_tree(state["compiled_rng"]))
+        self._sync_weights()

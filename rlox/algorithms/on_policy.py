@@ -1,0 +1,162 @@
+"""``OnPolicyAlgorithm``: the collect-then-learn loop PPO, A2C, VPG and TRPO share.
+
+One iteration: the callbacks' ``on_rollout_start``; a rollout of ``n_steps`` per env through
+``RolloutCollector`` (GAE included); ``on_rollout_end``; the subclass's ``_update(batch)``
+(the only part that differs between the algorithms); metrics. Learning-rate annealing
+(``anneal_lr``) is applied here before each rollout, linearly from ``learning_rate`` to 0 over
+the ``train`` call's budget.
+"""
+from __future__ import annotations
+
+import abc
+import time
+from typing import Any, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlox.algorithms.base import Algorithm, to_numpy_tree
+from rlox.collectors import RolloutBatch, RolloutCollector
+from rlox.policies import make_policy
+
+__all__ = ["OnPolicyAlgorithm"]
+
+
+class OnPolicyAlgorithm(Algorithm):
+    """Base of the on-policy algorithms.
+
+    Args:
+        env_id: a gymnasium id, an ``ENV_REGISTRY`` name, or a gymnasium env object.
+        seed, callbacks, logger, device: see ``Algorithm``.
+        wrappers: vector-env wrappers (e.g. ``rlox.wrappers.VecNormalize``).
+        policy: a policy module to use instead of the default ``rlox.policies`` one (it must
+            have the ``act`` / ``evaluate_actions`` / ``get_value`` interface).
+        **config: fields of the algorithm's config dataclass.
+    """
+
+    def __init__(self, env_id: Any = "CartPole-v1", *, seed: int = 0, callbacks: Sequence[Any] | None = None,
+                 logger: Any = None, device: str | torch.device = "cpu", wrappers: Sequence[Any] | None = None,
+                 policy: torch.nn.Module | None = None, **config: Any) -> None:
+        super().__init__(env_id, seed=seed, callbacks=callbacks, logger=logger, device=device, **config)
+        cfg = self.config
+        self.collector = RolloutCollector(
+            env_id, n_envs=cfg.n_envs, seed=self.seed, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
+            normalize_rewards=cfg.normalize_rewards, normalize_obs=cfg.normalize_obs,
+            clip_obs=cfg.clip_obs, clip_reward=cfg.clip_reward, wrappers=wrappers, device=self.device)
+        if policy is None:
+            # Initialise from the seed without touching torch's global generator.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.seed)
+                policy = make_policy(self.observation_space, self.action_space, algorithm=type(self).__name__,
+                                     hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
+                                     log_std_init=cfg.log_std_init)
+        self.policy = policy.to(self.device)
+        self._setup_optimizers()
+
+    # ------------------------------------------------------------------ subclass interface
+    def _setup_optimizers(self) -> None:
+        """Create ``self.optimizers`` (name -> optimizer) and ``self.base_lrs``."""
+        self.optimizers = {"policy": torch.optim.Adam(self.policy.parameters(), lr=self.config.learning_rate,
+                                                      eps=1e-5)}
+
+    @abc.abstractmethod
+    def _update(self, batch: RolloutBatch) -> dict[str, Any]:
+        """Learn from one rollout; return ``loss/...`` metrics."""
+
+    # ------------------------------------------------------------------ spaces and inference
+    @property
+    def observation_space(self) -> gym.Space:
+        return self.collector.observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        return self.collector.action_space
+
+    def obs_normalizer(self) -> Any:
+        return self.collector.normalizer
+
+    def _predict(self, obs: torch.Tensor, deterministic: bool) -> np.ndarray:
+        # Stochastic predictions draw from torch's global generator, never the training stream.
+        actions, _, _ = self.policy.act(obs.reshape(obs.shape[0], -1), deterministic, None, with_value=False)
+        actions = actions.cpu().numpy()
+        if isinstance(self.action_space, gym.spaces.Box):
+            actions = np.clip(actions.reshape(-1, *self.action_space.shape), self.action_space.low,
+                              self.action_space.high)
+        return actions
+
+    def export_policy(self) -> dict[str, Any] | None:
+        """The actor for ``rlox.artifacts`` / ``rlox.inference`` (see ``Algorithm.export_policy``);
+        None for a custom policy without an ``actor`` ``nn.Sequential``."""
+        actor = getattr(self.policy, "actor", None)
+        if not isinstance(actor, torch.nn.Sequential):
+            return None
+        if len(self.observation_space.shape or ()) > 1:  # the policy sees flattened observations
+            actor = torch.nn.Sequential(torch.nn.Flatten(), *actor)
+        if getattr(self.policy, "discrete", False):
+            return {"distribution": "categorical", "networks": {"actor": actor}, "outputs": {"logits": ["actor"]}}
+        log_std = getattr(self.policy, "log_std", None)
+        if log_std is None:
+            return None
+        return {"distribution": "gaussian", "networks": {"actor": actor}, "outputs": {"mean": ["actor"]},
+                "tensors": {"log_std": log_std}}
+
+    # ------------------------------------------------------------------ the loop
+    def set_learning_rate(self, lr: float) -> None:
+        for opt in self.optimizers.values():
+            for group in opt.param_groups:
+                group["lr"] = lr
+
+    def current_learning_rate(self) -> float:
+        lr = self.config.learning_rate
+        return lr * self.progress_remaining if self.config.anneal_lr else lr
+
+    def _iteration(self) -> tuple[dict[str, Any], bool]:
+        cfg = self.config
+        lr = self.current_learning_rate()
+        if cfg.anneal_lr:
+            self.set_learning_rate(lr)
+        keep_going = self.callbacks.on_rollout_start()
+        on_step = self.callbacks.on_step if self.callbacks.needs_step else None
+        self.policy.train(False)
+        batch = self.collector.collect(self.policy, cfg.n_steps, generator=self.torch_gen, on_step=on_step)
+        self.num_timesteps += cfg.n_steps * cfg.n_envs
+        self.record_episodes(self.collector.episode_returns, self.collector.episode_lengths)
+        t = self.collector.timings
+        self.time_phase("env_step", t["env_step"])
+        self.time_phase("policy_forward", t["policy_forward"])
+        self.time_phase("gae_compute", t["gae_compute"])
+        rollout = {"train/mean_reward": self.mean_reward, "train/episodes": self.episodes}
+        keep_going = self.callbacks.on_rollout_end(rollout) and keep_going and not self.collector.stop_requested
+        self.policy.train(True)
+        t0 = time.perf_counter()
+        losses = self._update(batch)
+        self.time_phase("gradient_update", time.perf_counter() - t0)
+        metrics = {**rollout, **losses, "train/learning_rate": lr,
+                   "time/env_step": t["env_step"], "time/gae_compute": t["gae_compute"],
+                   "time/gradient_update": time.perf_counter() - t0}
+        return metrics, keep_going
+
+    # ------------------------------------------------------------------ persistence
+    def _state_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy.state_dict(),
+                "optimizers": {k: opt.state_dict() for k, opt in self.optimizers.items()},
+                "collector": self.collector.state_dict()}
+
+    def _load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        for k, opt in self.optimizers.items():
+            opt.load_state_dict(state["optimizers"][k])
+        self.collector.load_state_dict(to_numpy_tree(state["collector"]))
+        if self.config.anneal_lr:
+            self.set_learning_rate(self.current_learning_rate())
+
+    @staticmethod
+    def _mean_metrics(items: list[dict[str, torch.Tensor]], prefix: str = "loss/") -> dict[str, float]:
+        """Average per-minibatch metric tensors (one sync per metric per iteration)."""
+        if not items:
+            return {}
+        out = {}
+        for k in items[0]:
+            out[prefix + k] = float(torch.stack([m[k] for m in items]).float().nanmean())
+        return out

@@ -1,0 +1,83 @@
+"""PPO: Proximal Policy Optimization (Schulman et al., 2017, arXiv:1707.06347).
+
+Reading order, as in CleanRL's ppo.py: config -> networks -> rollout -> advantages -> update.
+
+* config: ``rlox.config.PPOConfig`` (the guide's table; CleanRL's defaults).
+* networks: ``rlox.policies`` actor and critic MLPs, orthogonal init, Adam with eps 1e-5
+  (implementation detail 3 of "The 37 Implementation Details of PPO", Huang et al., 2022).
+* rollout + advantages: ``RolloutCollector`` (vector env, truncation bootstrap, GAE in one
+  Cython call), driven by ``OnPolicyAlgorithm._iteration``.
+* update: below. ``n_epochs`` passes over the rollout in shuffled minibatches of
+  ``batch_size``; clipped surrogate + clipped value loss + entropy bonus (``PPOLoss``);
+  global gradient-norm clipping; optional early stop of the epochs on ``target_kl``.
+
+    ppo = PPO(env_id="CartPole-v1", n_envs=8, n_steps=128, n_epochs=4, clip_eps=0.2)
+    metrics = ppo.train(total_timesteps=50_000)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlox.algorithms.on_policy import OnPolicyAlgorithm
+from rlox.collectors import RolloutBatch
+from rlox.config import PPOConfig
+from rlox.losses import PPOLoss
+
+__all__ = ["PPO"]
+
+
+class PPO(OnPolicyAlgorithm):
+    """Proximal Policy Optimization with the clipped objective.
+
+    Args:
+        env_id: a gymnasium id, an ``ENV_REGISTRY`` name, or a gymnasium env object.
+        seed, callbacks, logger, device, wrappers, policy: see ``OnPolicyAlgorithm``.
+        **config: ``PPOConfig`` fields (``n_envs``, ``n_steps``, ``n_epochs``, ``batch_size``,
+            ``learning_rate``, ``clip_eps``, ...).
+    """
+
+    name = "ppo"
+    config_class = PPOConfig
+
+    def _setup_optimizers(self) -> None:
+        cfg = self.config
+        self.optimizers = {"policy": torch.optim.Adam(self.policy.parameters(), lr=cfg.learning_rate, eps=1e-5)}
+        self.loss_fn = PPOLoss(cfg.clip_eps, cfg.vf_coef, cfg.ent_coef, cfg.clip_vloss, cfg.normalize_advantages)
+
+    def current_clip_eps(self) -> float:
+        """The clip range now: ``clip_eps``, or decayed linearly to 0 with ``anneal_clip``."""
+        cfg = self.config
+        return cfg.clip_eps * self.progress_remaining if cfg.anneal_clip else cfg.clip_eps
+
+    def _update(self, batch: RolloutBatch) -> dict[str, Any]:
+        cfg = self.config
+        optimizer = self.optimizers["policy"]
+        params = list(self.policy.parameters())
+        clip_eps = max(self.current_clip_eps(), 1e-8)
+        stats: list[dict[str, torch.Tensor]] = []
+        stopped_early = False
+        for _epoch in range(cfg.n_epochs):
+            for mb in batch.sample_minibatches(cfg.batch_size, shuffle=True, generator=self.torch_gen):
+                loss, m = self.loss_fn(self.policy, mb.obs, mb.actions, mb.log_probs, mb.advantages,
+                                       mb.returns, mb.values, clip_eps=clip_eps)
+                # Early stop (SB3-style): once the policy has moved too far from the rollout's
+                # policy, skip this and all later minibatches.
+                if cfg.target_kl is not None and m["approx_kl"].item() > 1.5 * cfg.target_kl:
+                    stopped_early = True
+                    break
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if cfg.max_grad_norm > 0:
+                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+                optimizer.step()
+                stats.append(m)
+            if stopped_early:
+                break
+        out = self._mean_metrics(stats)
+        out["train/clip_range"] = clip_eps
+        out["train/epochs_done"] = _epoch + (0 if stopped_early else 1)
+        out["train/n_updates"] = len(stats)
+        return out

@@ -1,0 +1,275 @@
+"""On-policy data collection: step n_envs environments for n_steps, then compute GAE once.
+
+    collector = RolloutCollector("CartPole-v1", n_envs=8, seed=0, gamma=0.99, gae_lambda=0.95)
+    batch = collector.collect(policy, n_steps=128)          # RolloutBatch, 1024 rows
+    for mb in batch.sample_minibatches(256):                # RolloutBatch, 256 rows
+        ...
+
+Pipeline: (1) step the vector env (``rlox.VecEnv`` when the id is native, a gymnasium vector
+env otherwise) for ``n_steps``, evaluating the policy once per step under
+``torch.inference_mode``; (2) **truncation bootstrap**: where an episode was cut by a time
+limit (``truncated`` and not ``terminated``), ``gamma * V(final observation)`` is added to
+that step's reward, so GAE treats the cut as a continuation, while a terminated step gets no
+bootstrap (gymnasium 1.x semantics); (3) GAE for all envs in one ``compute_gae_batched_f32``
+call (env-major rows, OpenMP over envs); (4) flatten to ``[n_steps * n_envs, ...]``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, fields, replace
+from typing import Any, Iterator, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlox.advantages import compute_gae_batched_f32
+from rlox.envs import make_vec_env
+from rlox.wrappers.vec_normalize import VecNormalize
+
+__all__ = ["RolloutBatch", "RolloutCollector"]
+
+
+@dataclass
+class RolloutBatch:
+    """A flattened rollout; every field has ``n_envs * n_steps`` rows (time-major: row
+    ``t * n_envs + e``), as torch tensors on the collector's device.
+
+    Fields: ``obs`` [N, *obs], ``actions`` [N] int64 (discrete) or [N, act_dim] float32,
+    ``log_probs`` [N], ``values`` [N], ``rewards`` [N] (bootstrapped, normalised if asked),
+    ``dones`` [N] (1.0 where the episode ended with that step), ``advantages`` [N],
+    ``returns`` [N] (= advantages + values).
+    """
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    log_probs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    dones: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+    def __len__(self) -> int:
+        return int(self.obs.shape[0])
+
+    def _index(self, idx: torch.Tensor | slice) -> "RolloutBatch":
+        return RolloutBatch(*(getattr(self, f.name)[idx] for f in fields(self)))
+
+    def sample_minibatches(self, batch_size: int, shuffle: bool = True,
+                           generator: torch.Generator | None = None) -> Iterator["RolloutBatch"]:
+        """Yield minibatches of ``batch_size`` rows covering the batch once (the last one is
+        smaller when ``batch_size`` does not divide the batch); shuffled unless ``shuffle=False``."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        n = len(self)
+        if shuffle:
+            order = torch.randperm(n, generator=generator)
+            for start in range(0, n, batch_size):
+                yield self._index(order[start:start + batch_size])
+        else:
+            for start in range(0, n, batch_size):
+                yield self._index(slice(start, start + batch_size))
+
+    def to(self, device: torch.device | str) -> "RolloutBatch":
+        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+
+class RolloutCollector:
+    """Collects on-policy rollouts with GAE; see the module docstring for the pipeline.
+
+    Args:
+        env_id: a native id (stepped by ``rlox.VecEnv``), an ``ENV_REGISTRY`` name, a gymnasium
+            id, or a gymnasium env object (copied ``n_envs`` times from its spec).
+        n_envs: number of parallel envs; env i is seeded ``seed + i``.
+        seed: env seed.
+        gamma, gae_lambda: discount and GAE lambda.
+        normalize_rewards, normalize_obs: wrap the envs in ``VecNormalize`` with these flags
+            (``clip_obs``/``clip_reward`` its clips, ``gamma`` its discount).
+        wrappers: vector-env wrappers (objects with ``wrap(venv)``, e.g. ``VecNormalize``),
+            applied in order; use either these or the ``normalize_*`` flags for normalisation.
+        device: where the batch tensors live.
+    """
+
+    def __init__(self, env_id: Any = "CartPole-v1", n_envs: int = 8, seed: int = 0, gamma: float = 0.99,
+                 gae_lambda: float = 0.95, normalize_rewards: bool = False, normalize_obs: bool = False,
+                 *, clip_obs: float = 10.0, clip_reward: float = 10.0, wrappers: Sequence[Any] | None = None,
+                 device: str | torch.device = "cpu") -> None:
+        if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
+            raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
+        for name, v in (("gamma", gamma), ("gae_lambda", gae_lambda)):
+            if not (isinstance(v, (int, float)) and 0.0 <= v <= 1.0):
+                raise ValueError(f"{name} must be a number in [0, 1], got {v!r}")
+        self.env_id = env_id
+        self.n_envs = int(n_envs)
+        self.seed = int(seed)
+        self.gamma = float(gamma)
+        self.gae_lambda = float(gae_lambda)
+        self.device = torch.device(device)
+        venv = make_vec_env(env_id, self.n_envs, self.seed)
+        wrappers = list(wrappers or [])
+        if (normalize_obs or normalize_rewards) and any(isinstance(w, VecNormalize) for w in wrappers):
+            raise ValueError("normalisation is asked for twice: by normalize_obs/normalize_rewards and by a "
+                             "VecNormalize in wrappers; keep one of them")
+        if normalize_obs or normalize_rewards:
+            wrappers.insert(0, VecNormalize(norm_obs=normalize_obs, norm_reward=normalize_rewards,
+                                            clip_obs=clip_obs, clip_reward=clip_reward, gamma=gamma))
+        for i, w in enumerate(wrappers):
+            wrap = getattr(w, "wrap", None)
+            if not callable(wrap):
+                raise TypeError(f"wrappers[{i}] ({type(w).__name__}) has no wrap(venv) method; expected a "
+                                f"vector-env wrapper such as rlox.wrappers.VecNormalize")
+            venv = wrap(venv)
+        self.env = venv
+        self.normalizer: VecNormalize | None = next((w for w in wrappers if isinstance(w, VecNormalize)), None)
+        self.observation_space: gym.Space = venv.single_observation_space
+        self.action_space: gym.Space = venv.single_action_space
+        self.discrete = isinstance(self.action_space, gym.spaces.Discrete)
+        self.obs_shape = tuple(self.observation_space.shape or ())
+        if isinstance(self.action_space, gym.spaces.Box):
+            self._low = self.action_space.low.astype(np.float32)
+            self._high = self.action_space.high.astype(np.float32)
+            self._act_shape = tuple(self.action_space.shape)
+        self._obs: np.ndarray | None = None
+        self._ep_ret = np.zeros(self.n_envs, dtype=np.float64)
+        self._ep_len = np.zeros(self.n_envs, dtype=np.int64)
+        self.episode_returns: list[float] = []   # episodes finished in the last collect (raw returns)
+        self.episode_lengths: list[int] = []
+        self.timings: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ collection
+    def reset(self) -> np.ndarray:
+        """Reset every env (first call: seeded) and the episode accumulators."""
+        self._obs = self.env.reset_all().reshape(self.n_envs, *self.obs_shape).astype(np.float32, copy=False)
+        self._ep_ret[:] = 0.0
+        self._ep_len[:] = 0
+        return self._obs
+
+    def env_actions(self, actions: np.ndarray) -> np.ndarray:
+        """What the env receives: continuous actions clipped to the action space."""
+        if self.discrete:
+            return actions
+        return np.clip(actions.reshape(self.n_envs, *self._act_shape), self._low, self._high)
+
+    def collect(self, policy: Any, n_steps: int, *, generator: torch.Generator | None = None,
+                on_step: Any = None) -> RolloutBatch:
+        """Run ``n_steps`` steps of every env with ``policy`` and return the GAE'd batch.
+
+        Args:
+            policy: has ``act(obs, deterministic, generator)`` -> (actions, log_probs, values)
+                and ``get_value(obs)`` (``rlox.policies`` policies do).
+            n_steps: steps per env.
+            generator: torch generator for action sampling (the algorithm's own stream).
+            on_step: optional callable run after each vector step; returning False only
+                records that a stop was asked (the rollout still completes).
+        """
+        if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
+        if self._obs is None:
+            self.reset()
+        T, N = int(n_steps), self.n_envs
+        obs_buf = np.empty((T, N, *self.obs_shape), dtype=np.float32)
+        act_buf = np.empty((T, N) if self.discrete else (T, N, *self._act_shape),
+                           dtype=np.int64 if self.discrete else np.float32)
+        logp_buf = np.empty((T, N), dtype=np.float32)
+        val_buf = np.empty((T, N), dtype=np.float32)
+        rew_buf = np.empty((T, N), dtype=np.float32)
+        done_buf = np.empty((T, N), dtype=np.float32)
+        self.episode_returns, self.episode_lengths = [], []
+        self.stop_requested = False
+        gamma, obs, dev = self.gamma, self._obs, self.device
+        t_env = t_policy = 0.0
+        with torch.inference_mode():
+            for t in range(T):
+                obs_buf[t] = obs
+                t0 = time.perf_counter()
+                actions, log_probs, values = policy.act(torch.from_numpy(obs).to(dev), False, generator)
+                a_np = actions.cpu().numpy()
+                act_buf[t] = a_np.reshape(act_buf.shape[1:])
+                logp_buf[t] = log_probs.cpu().numpy()
+                val_buf[t] = values.cpu().numpy()
+                t1 = time.perf_counter()
+                out = self.env.step_all(self.env_actions(a_np))
+                t2 = time.perf_counter()
+                rewards = out["rewards"]
+                terminated, truncated = out["terminated"], out["truncated"]
+                raw = out.get("raw_rewards", rewards)
+                self._ep_ret += raw
+                self._ep_len += 1
+                done = terminated | truncated
+                if done.any():
+                    rewards = rewards.astype(np.float64, copy=True)
+                    cut = np.flatnonzero(truncated & ~terminated)
+                    if cut.size:
+                        final = out["terminal_obs"].reshape(N, *self.obs_shape)[cut]
+                        v_final = policy.get_value(torch.from_numpy(np.ascontiguousarray(final,
+                                                   dtype=np.float32)).to(dev)).cpu().numpy()
+                        rewards[cut] += gamma * v_final
+                    ended = np.flatnonzero(done)
+                    self.episode_returns.extend(self._ep_ret[ended].tolist())
+                    self.episode_lengths.extend(self._ep_len[ended].tolist())
+                    self._ep_ret[ended] = 0.0
+                    self._ep_len[ended] = 0
+                rew_buf[t] = rewards
+                done_buf[t] = done
+                obs = out["obs"].reshape(N, *self.obs_shape)
+                if obs.dtype != np.float32:
+                    obs = obs.astype(np.float32)
+                t_policy += t1 - t0
+                t_env += t2 - t1
+                if on_step is not None and on_step() is False:
+                    self.stop_requested = True
+            self._obs = obs
+            last_values = policy.get_value(torch.from_numpy(obs).to(dev)).cpu().numpy()
+        t0 = time.perf_counter()
+        # GAE over env-major rows ([N, T]); then back to time-major and flat.
+        adv, ret = compute_gae_batched_f32(
+            np.ascontiguousarray(rew_buf.T).reshape(-1), np.ascontiguousarray(val_buf.T).reshape(-1),
+            np.ascontiguousarray(done_buf.T).reshape(-1), last_values.astype(np.float32, copy=False),
+            n_steps=T, gamma=gamma, lam=self.gae_lambda)
+        adv = adv.reshape(N, T).T.reshape(-1)
+        ret = ret.reshape(N, T).T.reshape(-1)
+        self.timings = {"env_step": t_env, "policy_forward": t_policy, "gae_compute": time.perf_counter() - t0}
+
+        def flat(a: np.ndarray, tail: tuple = ()) -> torch.Tensor:
+            return torch.from_numpy(np.ascontiguousarray(a).reshape(T * N, *tail)).to(dev)
+
+        return RolloutBatch(
+            obs=flat(obs_buf, self.obs_shape),
+            actions=flat(act_buf, () if self.discrete else self._act_shape),
+            log_probs=flat(logp_buf), values=flat(val_buf), rewards=flat(rew_buf), dones=flat(done_buf),
+            advantages=flat(adv), returns=flat(ret))
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, Any]:
+        """Current observations, episode accumulators, env state (native envs) and normaliser."""
+        state: dict[str, Any] = {
+            "obs": None if self._obs is None else self._obs.copy(),
+            "ep_ret": self._ep_ret.copy(), "ep_len": self._ep_len.copy(),
+        }
+        get_state = getattr(self.env, "get_state", None)
+        if callable(get_state) and self._obs is not None:
+            state["env"] = get_state()
+        if self.normalizer is not None:
+            state["normalizer"] = self.normalizer.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()``. Native envs resume exactly; gymnasium envs cannot be
+        snapshotted, so they are reset (with the normaliser statistics restored)."""
+        if state.get("normalizer") is not None:
+            if self.normalizer is None:
+                raise ValueError("the checkpoint has normaliser statistics but this collector does not "
+                                 "normalise; build it with the same normalisation settings")
+            self.normalizer.load_state_dict(state["normalizer"])
+        set_state = getattr(self.env, "set_state", None)
+        if state.get("env") is not None and callable(set_state) and state.get("obs") is not None:
+            set_state(state["env"])
+            self._obs = np.asarray(state["obs"], dtype=np.float32).copy()
+            self._ep_ret = np.asarray(state["ep_ret"], dtype=np.float64).copy()
+            self._ep_len = np.asarray(state["ep_len"], dtype=np.int64).copy()
+        else:
+            self._obs = None  # reset on the next collect
+
+    def close(self) -> None:
+        self.env.close()

@@ -1,0 +1,245 @@
+"""Actor-critic policies for the on-policy algorithms (PPO, A2C, VPG, TRPO).
+
+Both policies hold two separate MLPs, ``actor`` and ``critic`` (``nn.Sequential`` of
+``Linear`` + activation), orthogonally initialised as in the PPO implementation details
+(gain sqrt(2) on hidden layers, 0.01 on the policy head, 1 on the value head).
+
+Interface (what ``RolloutCollector`` and ``PPOLoss`` call); shapes ``B`` = batch:
+
+    actions, log_probs = policy.get_action_and_logprob(obs)        # [B], [B]
+    values = policy.get_value(obs)                                 # [B]
+    log_probs, entropy = policy.get_logprob_and_entropy(obs, actions)
+    actions, log_probs, values = policy.act(obs)                   # one call for collection
+    log_probs, entropy, values = policy.evaluate_actions(obs, actions)   # one call for losses
+
+Sampling takes an optional ``torch.Generator`` so algorithms keep their own random stream.
+Distributions are written out (log-softmax, Gaussian log-density) rather than built from
+``torch.distributions`` objects, which cost more Python time than the maths on small nets.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+__all__ = ["DiscretePolicy", "ContinuousPolicy", "GaussianPolicy", "mlp", "hidden_sizes", "make_policy"]
+
+_LOG_2PI = math.log(2 * math.pi)
+_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def hidden_sizes(hidden: int | Sequence[int]) -> list[int]:
+    """``64`` -> ``[64, 64]``; a list is used as it is."""
+    if isinstance(hidden, bool):
+        raise TypeError(f"hidden must be an int or a list of ints, got {hidden!r}")
+    if isinstance(hidden, (int, np.integer)):
+        if hidden < 1:
+            raise ValueError(f"hidden must be >= 1, got {hidden}")
+        return [int(hidden), int(hidden)]
+    sizes = [int(h) for h in hidden]
+    if not sizes or any(h < 1 for h in sizes):
+        raise ValueError(f"hidden must be a non-empty list of ints >= 1, got {list(hidden)!r}")
+    return sizes
+
+
+def mlp(in_dim: int, hidden: int | Sequence[int], out_dim: int, activation: str = "tanh",
+        out_gain: float = 1.0, ortho_init: bool = True) -> nn.Sequential:
+    """Linear/activation stack ``in_dim -> hidden... -> out_dim`` (no activation on the output).
+
+    With ``ortho_init``: orthogonal weights (gain sqrt(2) hidden, ``out_gain`` output), zero biases.
+    """
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+    layers: list[nn.Module] = []
+    last = in_dim
+    for h in hidden_sizes(hidden):
+        layers += [nn.Linear(last, h), _ACTIVATIONS[activation]()]
+        last = h
+    layers.append(nn.Linear(last, out_dim))
+    if ortho_init:
+        linears = [m for m in layers if isinstance(m, nn.Linear)]
+        for i, lin in enumerate(linears):
+            nn.init.orthogonal_(lin.weight, gain=out_gain if i == len(linears) - 1 else math.sqrt(2))
+            nn.init.zeros_(lin.bias)
+    return nn.Sequential(*layers)
+
+
+class _ActorCritic(nn.Module):
+    """Shared parts: the critic and the convenience methods built on ``act``/``evaluate_actions``."""
+
+    discrete: bool
+
+    def __init__(self, obs_dim: int, hidden: int | Sequence[int], activation: str, ortho_init: bool):
+        super().__init__()
+        if isinstance(obs_dim, bool) or not isinstance(obs_dim, (int, np.integer)) or obs_dim < 1:
+            raise ValueError(f"obs_dim must be an int >= 1, got {obs_dim!r}")
+        self.obs_dim = int(obs_dim)
+        self.hidden = hidden_sizes(hidden)
+        self.activation = activation
+        self.critic = mlp(self.obs_dim, self.hidden, 1, activation, out_gain=1.0, ortho_init=ortho_init)
+
+    def get_value(self, obs: torch.Tensor) -> torch.Tensor:
+        """State values ``[B]``."""
+        return self.critic(obs).squeeze(-1)
+
+    def get_action_and_logprob(self, obs: torch.Tensor, deterministic: bool = False,
+                               generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sampled (or greedy/mean) actions and their log-probabilities."""
+        actions, log_probs, _ = self.act(obs, deterministic, generator, with_value=False)
+        return actions, log_probs
+
+    def get_logprob_and_entropy(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probabilities ``[B]`` of ``actions`` and the policy's entropy ``[B]``."""
+        log_probs, entropy, _ = self.evaluate_actions(obs, actions, with_value=False)
+        return log_probs, entropy
+
+
+class DiscretePolicy(_ActorCritic):
+    """Categorical actor + value critic for ``Discrete(n_actions)`` action spaces.
+
+    Args:
+        obs_dim: observation size (flattened).
+        n_actions: number of discrete actions.
+        hidden: width of two hidden layers, or a list of widths.
+        activation: "tanh" (default) or "relu".
+        ortho_init: orthogonal initialisation (default True).
+    """
+
+    discrete = True
+
+    def __init__(self, obs_dim: int, n_actions: int, hidden: int | Sequence[int] = 64,
+                 activation: str = "tanh", ortho_init: bool = True) -> None:
+        super().__init__(obs_dim, hidden, activation, ortho_init)
+        if isinstance(n_actions, bool) or not isinstance(n_actions, (int, np.integer)) or n_actions < 1:
+            raise ValueError(f"n_actions must be an int >= 1, got {n_actions!r}")
+        self.n_actions = int(n_actions)
+        self.actor = mlp(self.obs_dim, self.hidden, self.n_actions, activation, out_gain=0.01,
+                         ortho_init=ortho_init)
+
+    def dist_params(self, obs: torch.Tensor) -> torch.Tensor:
+        """Normalised log-probabilities of every action ``[B, n_actions]``."""
+        return F.log_softmax(self.actor(obs), dim=-1)
+
+    @staticmethod
+    def kl(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        """KL(old || new) per sample from two ``dist_params`` outputs."""
+        return (old.exp() * (old - new)).sum(-1)
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
+            with_value: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(actions ``[B]`` int64, log_probs ``[B]``, values ``[B]`` or None)."""
+        logp_all = self.dist_params(obs)
+        if deterministic:
+            actions = logp_all.argmax(-1)
+        else:
+            actions = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+        log_probs = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+        return actions, log_probs, (self.get_value(obs) if with_value else None)
+
+    def evaluate_actions(self, obs: torch.Tensor, actions: torch.Tensor, with_value: bool = True
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(log_probs ``[B]``, entropy ``[B]``, values ``[B]`` or None) for given ``actions``."""
+        logp_all = self.dist_params(obs)
+        log_probs = logp_all.gather(-1, actions.long().reshape(-1, 1)).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return log_probs, entropy, (self.get_value(obs) if with_value else None)
+
+    def architecture(self) -> dict:
+        return {"kind": "discrete", "obs_dim": self.obs_dim, "n_actions": self.n_actions,
+                "hidden": list(self.hidden), "activation": self.activation}
+
+
+class ContinuousPolicy(_ActorCritic):
+    """Diagonal Gaussian actor (state-independent log std) + value critic for Box actions.
+
+    Actions are unbounded samples ``mean + std * N(0, 1)``; the collector clips them to the
+    action space for the env and keeps the unclipped ones for the loss (as SB3 and CleanRL).
+
+    Args:
+        obs_dim: observation size (flattened).
+        act_dim: action size (flattened).
+        hidden: width of two hidden layers, or a list of widths.
+        log_std_init: initial log standard deviation.
+    """
+
+    discrete = False
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: int | Sequence[int] = 64,
+                 activation: str = "tanh", ortho_init: bool = True, log_std_init: float = 0.0) -> None:
+        super().__init__(obs_dim, hidden, activation, ortho_init)
+        if isinstance(act_dim, bool) or not isinstance(act_dim, (int, np.integer)) or act_dim < 1:
+            raise ValueError(f"act_dim must be an int >= 1, got {act_dim!r}")
+        self.act_dim = int(act_dim)
+        self.actor = mlp(self.obs_dim, self.hidden, self.act_dim, activation, out_gain=0.01,
+                         ortho_init=ortho_init)
+        self.log_std = nn.Parameter(torch.full((self.act_dim,), float(log_std_init)))
+
+    def dist_params(self, obs: torch.Tensor) -> torch.Tensor:
+        """``[B, 2 * act_dim]``: the mean, then the log std (broadcast over the batch)."""
+        mean = self.actor(obs)
+        return torch.cat([mean, self.log_std.expand_as(mean)], dim=-1)
+
+    @staticmethod
+    def kl(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+        """KL(old || new) per sample for diagonal Gaussians given as ``dist_params``."""
+        k = old.shape[-1] // 2
+        mu0, ls0, mu1, ls1 = old[..., :k], old[..., k:], new[..., :k], new[..., k:]
+        return (ls1 - ls0 + ((2 * ls0).exp() + (mu0 - mu1) ** 2) / (2 * (2 * ls1).exp()) - 0.5).sum(-1)
+
+    def _log_prob(self, actions: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+        z = (actions - mean) * torch.exp(-self.log_std)
+        return (-0.5 * z * z - self.log_std - 0.5 * _LOG_2PI).sum(-1)
+
+    def _entropy(self, batch: int) -> torch.Tensor:
+        return (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(batch)
+
+    def act(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
+            with_value: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(actions ``[B, act_dim]``, log_probs ``[B]``, values ``[B]`` or None)."""
+        mean = self.actor(obs)
+        if deterministic:
+            actions = mean
+        else:
+            noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+            actions = mean + noise * self.log_std.exp()
+        return actions, self._log_prob(actions, mean), (self.get_value(obs) if with_value else None)
+
+    def evaluate_actions(self, obs: torch.Tensor, actions: torch.Tensor, with_value: bool = True
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        mean = self.actor(obs)
+        actions = actions.reshape(mean.shape)
+        return (self._log_prob(actions, mean), self._entropy(mean.shape[0]),
+                self.get_value(obs) if with_value else None)
+
+    def architecture(self) -> dict:
+        return {"kind": "gaussian", "obs_dim": self.obs_dim, "act_dim": self.act_dim,
+                "hidden": list(self.hidden), "activation": self.activation}
+
+
+GaussianPolicy = ContinuousPolicy
+
+
+def make_policy(observation_space: gym.Space, action_space: gym.Space, *, algorithm: str = "PPO",
+                hidden: int | Sequence[int] = 64, activation: str = "tanh", ortho_init: bool = True,
+                log_std_init: float = 0.0) -> _ActorCritic:
+    """The policy for these spaces: ``DiscretePolicy`` for Discrete actions,
+    ``ContinuousPolicy`` for Box actions; a clear error for anything else."""
+    if not isinstance(observation_space, gym.spaces.Box):
+        raise TypeError(f"{algorithm} needs a Box observation space (a flat vector or an array it "
+                        f"flattens), got {observation_space}; wrap the env (e.g. "
+                        f"gymnasium.wrappers.FlattenObservation) to use it")
+    obs_dim = int(np.prod(observation_space.shape))
+    if isinstance(action_space, gym.spaces.Discrete):
+        if action_space.start != 0:
+            raise TypeError(f"{algorithm} needs Discrete actions starting at 0, got start={action_space.start}")
+        return DiscretePolicy(obs_dim, int(action_space.n), hidden, activation, ortho_init)
+    if isinstance(action_space, gym.spaces.Box):
+        return ContinuousPolicy(obs_dim, int(np.prod(action_space.shape)), hidden, activation, ortho_init,
+                                log_std_init)
+    raise TypeError(f"{algorithm} supports Discrete and Box action spaces, got {action_space}; "
+                    f"flatten a Dict/Tuple action space with a gymnasium wrapper first")

@@ -1,0 +1,4 @@
+"""Vector-env wrappers (``wrappers=[...]`` of Trainer and the algorithms)."""
+from rlox.wrappers.vec_normalize import VecNormalize
+
+__all__ = ["VecNormalize"]
