@@ -1,0 +1,295 @@
+"""Training artifacts: the best policy, ready for inference, and how the run went.
+
+    trainer = Trainer("ppo", env="CartPole-v1", artifacts_dir="runs/cartpole")
+    trainer.train(50_000)
+
+    runs/cartpole
+    ├── actor.safetensors      the best policy so far (by deterministic evaluation)
+    ├── normalizer.safetensors observation statistics at that point (only with normalisation)
+    ├── inference.yaml         architecture, observation normalisation, action space
+    ├── evaluations.csv        step,mean_reward,std_reward,episodes
+    ├── training_timings.csv   iteration,collect_ms,learn_ms,evaluate_ms,total_ms
+    └── training.yaml          algorithm, env, seed and hyperparameters of the run
+
+``rlox.inference.InferencePolicy.load("runs/cartpole")`` rebuilds the policy from the first
+three files with torch alone (no rlox training code). ``inference.yaml`` holds no training
+hyperparameters (learning rate, discount, ...); those are in ``training.yaml``.
+
+``TrainingArtifacts`` is an ``EvalCallback``: it evaluates on a separate env every
+``eval_freq`` env steps (default: 20 evaluations over the run, and always at its end), and
+writes the actor whenever the mean evaluation reward beats the best so far. Algorithms take
+part through ``Algorithm.export_policy()`` (see ``rlox.algorithms.base``).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlox.callbacks import EvalCallback, _append_csv
+from rlox.checkpointing import atomic_path, atomic_write_text
+from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, INFERENCE_VERSION,
+                            NORMALIZER_FILE, ArtifactError)
+
+__all__ = ["TrainingArtifacts", "describe_network", "export_inference", "LEARN_PHASES",
+           "EVALUATIONS_FILE", "TIMINGS_FILE", "TRAINING_FILE"]
+
+EVALUATIONS_FILE = "evaluations.csv"
+TIMINGS_FILE = "training_timings.csv"
+TRAINING_FILE = "training.yaml"
+#: Phases of ``algo.timings`` counted as learning in ``training_timings.csv``; the rest of an
+#: iteration's time is collection.
+LEARN_PHASES = ("gradient_update", "learn", "critic_update", "actor_update", "target_update")
+
+_ACTIVATIONS: dict[type, str] = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.GELU: "gelu", nn.SiLU: "silu",
+                                 nn.Sigmoid: "sigmoid", nn.Identity: "identity", nn.ELU: "elu",
+                                 nn.LeakyReLU: "leaky_relu", nn.Softplus: "softplus"}
+
+
+def _flat_layers(module: nn.Module) -> list[nn.Module]:
+    if isinstance(module, nn.Sequential):
+        return [m for child in module for m in _flat_layers(child)]
+    return [module]
+
+
+def describe_network(name: str, module: nn.Module) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
+    """(layer list for ``inference.yaml``, tensors keyed ``<name>.<i>.<param>``) of a
+    ``nn.Sequential`` of Linear / LayerNorm / Flatten / activation layers.
+
+    Raises:
+        ArtifactError: a layer type ``rlox.inference`` cannot rebuild.
+    """
+    layers: list[dict[str, Any]] = []
+    tensors: dict[str, torch.Tensor] = {}
+    for i, m in enumerate(_flat_layers(module)):
+        if isinstance(m, nn.Linear):
+            layers.append({"type": "linear", "in_features": m.in_features, "out_features": m.out_features,
+                           "bias": m.bias is not None})
+            tensors[f"{name}.{i}.weight"] = m.weight
+            if m.bias is not None:
+                tensors[f"{name}.{i}.bias"] = m.bias
+        elif isinstance(m, nn.LayerNorm):
+            layers.append({"type": "layer_norm", "normalized_shape": list(m.normalized_shape), "eps": m.eps,
+                           "elementwise_affine": m.elementwise_affine})
+            if m.elementwise_affine:
+                tensors[f"{name}.{i}.weight"] = m.weight
+                if m.bias is not None:
+                    tensors[f"{name}.{i}.bias"] = m.bias
+        elif isinstance(m, nn.Flatten):
+            layers.append({"type": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim})
+        elif type(m) in _ACTIVATIONS:
+            layer: dict[str, Any] = {"type": _ACTIVATIONS[type(m)]}
+            if isinstance(m, nn.ELU):
+                layer["alpha"] = float(m.alpha)
+            elif isinstance(m, nn.LeakyReLU):
+                layer["negative_slope"] = float(m.negative_slope)
+            elif isinstance(m, nn.Softplus):
+                layer.update(beta=float(m.beta), threshold=float(m.threshold))
+            elif isinstance(m, nn.GELU):
+                layer["approximate"] = m.approximate
+            layers.append(layer)
+        else:
+            raise ArtifactError(f"network {name!r} layer {i} is a {type(m).__name__}, which inference artifacts "
+                                f"cannot describe; supported: Linear, LayerNorm, Flatten and "
+                                f"{', '.join(sorted(t.__name__ for t in _ACTIVATIONS))}")
+    return layers, tensors
+
+
+def _space_spec(space: Any) -> dict[str, Any]:
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.Box):
+        def bound(a: np.ndarray) -> list:
+            return [float(x) for x in np.asarray(a, dtype=np.float64).reshape(-1)]
+        return {"type": "box", "shape": [int(s) for s in space.shape], "dtype": str(space.dtype),
+                "low": bound(space.low), "high": bound(space.high)}
+    raise ArtifactError(f"inference artifacts support Discrete and Box spaces, got {space}")
+
+
+def _normalizer_state(norm: Any) -> dict[str, Any] | None:
+    """Observation statistics of an ``obs_normalizer()`` (``VecNormalize``-like), or None."""
+    if norm is None or not getattr(norm, "norm_obs", True):
+        return None
+    rms = getattr(norm, "obs_rms", None)
+    if rms is None:
+        return None
+    return {"mean": np.asarray(rms.mean(), dtype=np.float64), "var": np.asarray(rms.var(), dtype=np.float64),
+            "count": float(rms.count()), "clip": float(getattr(norm, "clip_obs", math.inf)),
+            "epsilon": float(getattr(norm, "epsilon", 1e-8))}
+
+
+def _check_export(export: Mapping[str, Any], owner: str) -> None:
+    dist = export.get("distribution")
+    if dist not in DISTRIBUTIONS:
+        raise ArtifactError(f"{owner}.export_policy() distribution {dist!r} is not one of {sorted(DISTRIBUTIONS)}")
+    networks, outputs = export.get("networks") or {}, export.get("outputs") or {}
+    tensors = export.get("tensors") or {}
+    for out in DISTRIBUTIONS[dist]:
+        if out not in outputs and out not in tensors:
+            raise ArtifactError(f"{owner}.export_policy(): distribution {dist!r} needs an output or tensor "
+                                f"{out!r}; got outputs {sorted(outputs)} and tensors {sorted(tensors)}")
+    for out, chain in outputs.items():
+        missing = [n for n in chain if n not in networks]
+        if not chain or missing:
+            raise ArtifactError(f"{owner}.export_policy(): output {out!r} uses networks {list(chain)}; "
+                                f"{missing or 'none'} not in networks {sorted(networks)}")
+
+
+def export_inference(algo: Any, directory: str | os.PathLike, *, extra: Mapping[str, Any] | None = None) -> Path:
+    """Write ``actor.safetensors``, ``normalizer.safetensors`` (when observations are normalised)
+    and ``inference.yaml`` for ``algo``'s current policy into ``directory``; returns the yaml path.
+
+    Each file is written atomically (the previous best stays intact if this crashes).
+
+    Raises:
+        ArtifactError: the algorithm does not export its policy (``export_policy()`` is None) or
+            its networks hold layers the inference side cannot rebuild.
+    """
+    from safetensors.torch import save_file
+    import yaml
+
+    owner = type(algo).__name__
+    export = algo.export_policy() if callable(getattr(algo, "export_policy", None)) else None
+    if export is None:
+        raise ArtifactError(f"{owner} does not export its policy (export_policy() returned None), so no "
+                            f"inference artifacts can be written; use inference_artifacts=False")
+    _check_export(export, owner)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    networks_spec: dict[str, Any] = {}
+    tensors: dict[str, torch.Tensor] = {}
+    for name, module in export["networks"].items():
+        layers, params = describe_network(name, module)
+        networks_spec[name] = layers
+        tensors.update(params)
+    extra_tensors = sorted((export.get("tensors") or {}).keys())
+    for name in extra_tensors:
+        tensors[name] = export["tensors"][name]
+    tensors = {k: v.detach().to("cpu", torch.float32).contiguous().clone() for k, v in tensors.items()}
+    with atomic_path(directory / ACTOR_FILE) as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "rlox-actor", "version": str(INFERENCE_VERSION)})
+    norm = _normalizer_state(algo.obs_normalizer() if callable(getattr(algo, "obs_normalizer", None)) else None)
+    if norm is not None:
+        with atomic_path(directory / NORMALIZER_FILE) as tmp:
+            save_file({"mean": torch.from_numpy(norm["mean"]), "var": torch.from_numpy(norm["var"])}, str(tmp),
+                      metadata={"format": "rlox-normalizer", "count": repr(norm["count"])})
+    spec = {
+        "format": INFERENCE_FORMAT,
+        "version": INFERENCE_VERSION,
+        "algorithm": getattr(algo, "name", owner) or owner,
+        "env_id": _env_name(getattr(algo, "env_id", None)),
+        "observation_space": _space_spec(algo.observation_space),
+        "action_space": _space_spec(algo.action_space),
+        "policy": {"distribution": export["distribution"], "weights": ACTOR_FILE, "networks": networks_spec,
+                   "outputs": {k: list(v) for k, v in export["outputs"].items()}, "tensors": extra_tensors},
+        "observation_normalization": (
+            {"enabled": True, "file": NORMALIZER_FILE, "clip": norm["clip"], "epsilon": norm["epsilon"]}
+            if norm is not None else {"enabled": False}),
+        **dict(extra or {}),
+    }
+    path = directory / INFERENCE_FILE
+    atomic_write_text(yaml.safe_dump(spec, sort_keys=False), path)
+    return path
+
+
+def _env_name(env: Any) -> str | None:
+    if env is None or isinstance(env, str):
+        return env
+    spec = getattr(env, "spec", None)
+    return getattr(spec, "id", None) or type(getattr(env, "unwrapped", env)).__name__
+
+
+class TrainingArtifacts(EvalCallback):
+    """Write a run's artifacts into ``directory`` (see the module docstring for the files).
+
+    Args:
+        directory: the artifacts folder (created).
+        eval_env: env for evaluation (default: a fresh env like the training one).
+        eval_freq: env steps between evaluations (default: the run's budget / ``n_evaluations``).
+        n_evaluations: evaluations per run when ``eval_freq`` is not given (default 20).
+        n_eval_episodes: episodes per evaluation (default 5), deterministic actions by default.
+        evaluation_results: write ``evaluations.csv``.
+        training_timings: write ``training_timings.csv``.
+        inference_artifacts: write the best ``actor.safetensors``, ``normalizer.safetensors``
+            and ``inference.yaml``.
+        seed: reset seed of the first evaluation episode.
+
+    Attributes:
+        directory; best_mean_reward / best_step / evaluations (from ``EvalCallback``).
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, eval_env: Any = None, eval_freq: int | None = None,
+                 n_evaluations: int = 20, n_eval_episodes: int = 5, deterministic: bool = True,
+                 evaluation_results: bool = True, training_timings: bool = True,
+                 inference_artifacts: bool = True, seed: int = 0, verbose: int = 0) -> None:
+        if isinstance(n_evaluations, bool) or not isinstance(n_evaluations, int) or n_evaluations < 1:
+            raise ValueError(f"TrainingArtifacts n_evaluations must be an int >= 1, got {n_evaluations!r}")
+        super().__init__(eval_env, eval_freq=1 if eval_freq is None else eval_freq,
+                         n_eval_episodes=n_eval_episodes, deterministic=deterministic,
+                         log_path=directory if evaluation_results else None, eval_at_end=True, seed=seed,
+                         verbose=verbose)
+        self.directory = Path(directory)
+        self.auto_freq = eval_freq is None
+        self.n_evaluations = n_evaluations
+        self.evaluation_results = bool(evaluation_results)
+        self.training_timings = bool(training_timings)
+        self.inference_artifacts = bool(inference_artifacts)
+        self._timings_rows = 0
+        self._phase_start: dict[str, float] = {}
+
+    def init_callback(self, algo: Any) -> None:
+        super().init_callback(algo)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.inference_artifacts:
+            export = algo.export_policy() if callable(getattr(algo, "export_policy", None)) else None
+            if export is None:
+                raise ArtifactError(f"{type(algo).__name__} does not export its policy (export_policy() returned "
+                                    f"None); pass inference_artifacts=False to TrainingArtifacts")
+            _check_export(export, type(algo).__name__)
+        if self.auto_freq:
+            self.eval_freq = max(1, int(getattr(algo, "remaining_timesteps", 0)) // self.n_evaluations)
+
+    def on_training_start(self) -> None:
+        import yaml
+
+        algo = self.algo
+        cfg = getattr(getattr(algo, "config", None), "to_dict", None)
+        run = {"algorithm": getattr(algo, "name", type(algo).__name__), "env_id": _env_name(algo.env_id),
+               "seed": getattr(algo, "seed", None), "start_timesteps": int(algo.num_timesteps),
+               "total_timesteps": int(algo.num_timesteps) + int(getattr(algo, "remaining_timesteps", 0)),
+               "config": cfg() if callable(cfg) else {}, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        atomic_write_text(yaml.safe_dump(run, sort_keys=False), self.directory / TRAINING_FILE)
+        self._phase_start = dict(algo.timings)
+
+    def on_update(self, metrics: Mapping[str, Any]) -> bool | None:
+        before = self.algo.timings.get("evaluation", 0.0)
+        keep_going = super().on_update(metrics)
+        evaluate_s = self.algo.timings.get("evaluation", 0.0) - before
+        if self.training_timings:
+            timings = self.algo.timings
+            learn = sum(timings.get(k, 0.0) - self._phase_start.get(k, 0.0) for k in LEARN_PHASES)
+            self._phase_start = dict(timings)
+            iteration = float(metrics.get("time/iteration", 0.0))
+            row = {"iteration": int(getattr(self.algo, "iterations", self._timings_rows + 1)),
+                   "collect_ms": round(1e3 * max(iteration - learn, 0.0), 3), "learn_ms": round(1e3 * learn, 3),
+                   "evaluate_ms": round(1e3 * evaluate_s, 3), "total_ms": round(1e3 * (iteration + evaluate_s), 3)}
+            _append_csv(self.directory / TIMINGS_FILE, tuple(row), row, fresh=self._timings_rows == 0)
+            self._timings_rows += 1
+        return keep_going
+
+    def _on_evaluated(self, record: Mapping[str, Any], new_best: bool) -> None:
+        super()._on_evaluated(record, new_best)
+        if new_best and self.inference_artifacts:
+            export_inference(self.algo, self.directory,
+                             extra={"best": {"step": int(record["step"]),
+                                             "mean_reward": float(record["mean_reward"]),
+                                             "std_reward": float(record["std_reward"]),
+                                             "episodes": int(record["episodes"])}})
