@@ -277,16 +277,17 @@ cdef int _longer_first(const void *a, const void *b) noexcept nogil:
 
 
 cdef int _first_fit_decreasing(const int64_t *lengths, intp_t n, int64_t max_length,
-                               int64_t *row, int64_t *offset, int64_t *used,
-                               intp_t *n_rows) noexcept nogil:
-    """IN lengths [n] (each <= max_length); OUT row, offset [n] (-1, 0 for an empty sequence),
-    used [n] (tokens in each row; the first *n_rows entries are meaningful).
+                               int64_t *row, int64_t *offset, int64_t *by_row,
+                               int64_t *row_start, intp_t *n_rows) noexcept nogil:
+    """IN lengths [n] (each <= max_length). OUT row, offset [n] ((-1, 0) for an empty
+    sequence); by_row [n], row_start [n + 1]: row r holds sequences by_row[row_start[r] :
+    row_start[r + 1]], in offset order; *n_rows. Returns -1 when out of memory.
 
     First-fit decreasing. The rows' free space lives in a max-tree whose leaves are rows in
-    opening order, every unopened row counted as empty; the leftmost leaf with room is then the
-    first opened row with room, or else the next row to open, and finding it costs O(log n).
-    Returns -1 when out of memory."""
+    opening order, every unopened row counted as empty: the leftmost leaf with room is then the
+    first open row with room, or else the next row to open, and finding it costs O(log n)."""
     cdef intp_t m = 0, i, k, size = 1, node, leaf, rows = 0
+    cdef int64_t length
     cdef _item *items = <_item *>malloc((n if n > 0 else 1) * sizeof(_item))
     if items == NULL:
         return -1
@@ -308,7 +309,6 @@ cdef int _first_fit_decreasing(const int64_t *lengths, intp_t n, int64_t max_len
         tree[size + k] = max_length if k < m else -1    # at most m rows are ever opened
     for k in range(size - 1, 0, -1):
         tree[k] = tree[2 * k] if tree[2 * k] >= tree[2 * k + 1] else tree[2 * k + 1]
-    cdef int64_t length
     for k in range(m):
         length = items[k].length
         node = 1
@@ -324,59 +324,63 @@ cdef int _first_fit_decreasing(const int64_t *lengths, intp_t n, int64_t max_len
         while node >= 1:
             tree[node] = tree[2 * node] if tree[2 * node] >= tree[2 * node + 1] else tree[2 * node + 1]
             node //= 2
+    # group the sequences by row (counting sort, stable: placement order is offset order)
+    for k in range(rows + 1):
+        row_start[k] = 0
+    for k in range(m):
+        row_start[row[items[k].index] + 1] += 1
     for k in range(rows):
-        used[k] = max_length - tree[size + k]
+        row_start[k + 1] += row_start[k]
+    for k in range(rows):                        # the tree's leaves become write cursors
+        tree[size + k] = row_start[k]
+    for k in range(m):
+        leaf = row[items[k].index]
+        by_row[tree[size + leaf]] = items[k].index
+        tree[size + leaf] += 1
     n_rows[0] = rows
     free(tree)
     free(items)
     return 0
 
 
-cdef inline void _write_sequence(const token_t *src, int64_t length, int64_t seq_id,
-                                 int64_t *ids, int64_t *att, int64_t *pos,
-                                 int64_t *sid) noexcept nogil:
-    cdef int64_t t
-    for t in range(length):
-        ids[t] = src[t]
-        att[t] = 1
-        pos[t] = t
-        sid[t] = seq_id
-
-
-cdef inline void _write_padding(int64_t n, int64_t pad_id, int64_t *ids, int64_t *att,
-                                int64_t *pos, int64_t *sid) noexcept nogil:
-    cdef int64_t t
-    for t in range(n):
+cdef void _fill_row(const token_t **src, const int64_t *lengths, const int64_t *seqs,
+                    intp_t n_seqs, int64_t max_length, int64_t pad_id, int64_t *ids,
+                    int64_t *att, int64_t *pos, int64_t *sid) noexcept nogil:
+    """OUT one row [max_length] of each output: its sequences back to back, then padding."""
+    cdef intp_t j
+    cdef int64_t t, at = 0, i
+    for j in range(n_seqs):
+        i = seqs[j]
+        for t in range(lengths[i]):
+            ids[at + t] = src[i][t]
+            att[at + t] = 1
+            pos[at + t] = t
+            sid[at + t] = i
+        at += lengths[i]
+    for t in range(at, max_length):
         ids[t] = pad_id
         att[t] = 0
         pos[t] = 0
         sid[t] = -1
 
 
-cdef void _fill(const token_t **src, const int64_t *lengths, const int64_t *row,
-                const int64_t *offset, intp_t n, const int64_t *used, intp_t n_rows,
-                int64_t max_length, int64_t pad_id, int64_t *ids, int64_t *att, int64_t *pos,
-                int64_t *sid, int n_threads) noexcept nogil:
-    """OUT ids, att, pos, sid [n_rows * max_length]: sequences at their (row, offset), then each
-    row's tail [used, max_length) padded. Every cell is written exactly once."""
-    cdef intp_t i, r
+cdef void _fill(const token_t **src, const int64_t *lengths, const int64_t *by_row,
+                const int64_t *row_start, intp_t n_rows, int64_t max_length, int64_t pad_id,
+                int64_t *ids, int64_t *att, int64_t *pos, int64_t *sid,
+                int n_threads) noexcept nogil:
+    """OUT ids, att, pos, sid [n_rows * max_length], every cell written once; prange over rows."""
+    cdef intp_t r
     cdef int64_t at
     if n_threads > 1 and n_rows > 1 and n_rows * max_length >= PAR_MIN_TOKENS:
-        for i in prange(n, nogil=True, schedule="dynamic", chunksize=64, num_threads=n_threads):
-            if row[i] >= 0:
-                at = row[i] * max_length + offset[i]
-                _write_sequence(src[i], lengths[i], i, ids + at, att + at, pos + at, sid + at)
         for r in prange(n_rows, nogil=True, schedule="static", num_threads=n_threads):
-            at = r * max_length + used[r]
-            _write_padding(max_length - used[r], pad_id, ids + at, att + at, pos + at, sid + at)
+            at = r * max_length
+            _fill_row(src, lengths, by_row + row_start[r], row_start[r + 1] - row_start[r],
+                      max_length, pad_id, ids + at, att + at, pos + at, sid + at)
     else:
-        for i in range(n):
-            if row[i] >= 0:
-                at = row[i] * max_length + offset[i]
-                _write_sequence(src[i], lengths[i], i, ids + at, att + at, pos + at, sid + at)
         for r in range(n_rows):
-            at = r * max_length + used[r]
-            _write_padding(max_length - used[r], pad_id, ids + at, att + at, pos + at, sid + at)
+            at = r * max_length
+            _fill_row(src, lengths, by_row + row_start[r], row_start[r + 1] - row_start[r],
+                      max_length, pad_id, ids + at, att + at, pos + at, sid + at)
 
 
 def pack_sequences(sequences, max_length, truncate=False, pad_id=0):
@@ -467,15 +471,16 @@ def pack_sequences(sequences, max_length, truncate=False, pad_id=0):
 cdef dict _pack(const token_t **src, object lengths, intp_t n, intp_t L, int64_t pad):
     """Place and fill (lengths already truncated and checked against L)."""
     row, offset = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-    used = np.empty(max(n, 1), dtype=np.int64)
+    by_row, row_start = np.empty(max(n, 1), dtype=np.int64), np.empty(n + 1, dtype=np.int64)
     cdef const int64_t *len_p = <const int64_t *>cnp.PyArray_DATA(<cnp.ndarray>lengths)
     cdef int64_t *row_p = <int64_t *>cnp.PyArray_DATA(<cnp.ndarray>row)
     cdef int64_t *off_p = <int64_t *>cnp.PyArray_DATA(<cnp.ndarray>offset)
-    cdef int64_t *used_p = <int64_t *>cnp.PyArray_DATA(<cnp.ndarray>used)
+    cdef int64_t *by_p = <int64_t *>cnp.PyArray_DATA(<cnp.ndarray>by_row)
+    cdef int64_t *start_p = <int64_t *>cnp.PyArray_DATA(<cnp.ndarray>row_start)
     cdef intp_t n_rows = 0
     cdef int status
     with nogil:
-        status = _first_fit_decreasing(len_p, n, L, row_p, off_p, used_p, &n_rows)
+        status = _first_fit_decreasing(len_p, n, L, row_p, off_p, by_p, start_p, &n_rows)
     if status != 0:
         raise MemoryError("pack_sequences: out of memory")
     ids = np.empty((n_rows, L), dtype=np.int64)
@@ -487,7 +492,6 @@ cdef dict _pack(const token_t **src, object lengths, intp_t n, intp_t L, int64_t
     cdef int64_t *pos_p = <int64_t *>cnp.PyArray_DATA(<cnp.ndarray>pos)
     cdef int64_t *sid_p = <int64_t *>cnp.PyArray_DATA(<cnp.ndarray>sid)
     with nogil:
-        _fill(src, len_p, row_p, off_p, n, used_p, n_rows, L, pad, ids_p, att_p, pos_p, sid_p,
-              _num_threads)
+        _fill(src, len_p, by_p, start_p, n_rows, L, pad, ids_p, att_p, pos_p, sid_p, _num_threads)
     return {"input_ids": ids, "attention_mask": att, "position_ids": pos, "sequence_ids": sid,
             "placement": np.stack([row, offset], axis=1), "lengths": lengths}
