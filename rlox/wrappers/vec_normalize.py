@@ -85,7 +85,11 @@ class VecNormalize:
         self.env_id = getattr(venv, "env_id", None)
         if self.norm_obs and self.obs_rms is None:
             self.obs_rms = RunningStatsVec(int(np.prod(shape)))
-        self._returns = np.zeros(self.num_envs, dtype=np.float64)
+        elif self.obs_rms is not None and self.obs_rms.dim != int(np.prod(shape)):
+            raise ValueError(f"this VecNormalize holds statistics of {self.obs_rms.dim} observation dims; "
+                             f"the env's observations have {int(np.prod(shape))}")
+        if self._returns is None or self._returns.size != self.num_envs:
+            self._returns = np.zeros(self.num_envs, dtype=np.float64)
         return self
 
     def _require(self) -> None:
@@ -165,6 +169,15 @@ class VecNormalize:
         if self.obs_rms is not None:
             state["obs_rms"] = self.obs_rms.state_dict()
         return state
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> "VecNormalize":
+        """An unbound VecNormalize with the settings and statistics of ``state_dict()`` (how a
+        model trained with ``wrappers=[VecNormalize(...)]`` gets its statistics back on load)."""
+        vn = cls(**{k: state[k] for k in ("norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon")
+                    if k in state})
+        vn.load_state_dict(state)
+        return vn
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore ``state_dict()``; the observation size must match."""

@@ -1,0 +1,280 @@
+"""A local model zoo: trained agents with their metadata, loadable by name.
+
+    from rlox.model_zoo import ModelZoo, ModelCard
+    card = ModelCard(name="ppo-cartpole-v1", algorithm="ppo", env="CartPole-v1", mean_reward=500.0,
+                     description="PPO agent trained to solve CartPole-v1")
+    ModelZoo.register(card, checkpoint_path="checkpoints/ppo_cartpole.pt")
+    for card in ModelZoo.list():
+        print(f"{card.name}: {card.mean_reward:.1f}")
+    trainer = ModelZoo.load("ppo-cartpole-v1")          # a Trainer, ready for predict
+    action = trainer.predict(obs, deterministic=True)
+
+The zoo is a directory: ``<root>/<name>/card.json`` beside ``<root>/<name>/checkpoint.pt``.
+The default root is ``$RLOX_MODEL_ZOO`` when set, else ``rlox/model_zoo`` under the user's data
+directory (``$XDG_DATA_HOME`` or ``~/.local/share`` on Linux, ``~/Library/Application Support``
+on macOS, ``%LOCALAPPDATA%`` on Windows). ``ModelZoo(root)`` opens another one; the class-level
+calls (``ModelZoo.register``, ``ModelZoo.list``, ``ModelZoo.load``) use the default.
+
+Registering checks that the checkpoint is an rlox checkpoint of the card's algorithm (read
+with ``weights_only=True``) and records its SHA-256; loading checks the card, the file and the
+checksum, so a missing or altered file is an error that names it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from rlox.checkpointing import CheckpointError, atomic_path, atomic_write_text, safe_torch_load
+
+__all__ = ["ModelCard", "ModelZoo", "ZooError", "default_zoo_dir", "CARD_FILE", "CHECKPOINT_FILE"]
+
+CARD_FILE = "card.json"
+CHECKPOINT_FILE = "checkpoint.pt"
+CARD_FORMAT = "rlox-model-card"
+CARD_VERSION = 1
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+class ZooError(ValueError):
+    """A model zoo entry is invalid: bad card, name clash, missing file, checksum mismatch."""
+
+
+def default_zoo_dir() -> Path:
+    """``$RLOX_MODEL_ZOO``, else ``rlox/model_zoo`` under the platform's user data directory."""
+    env = os.environ.get("RLOX_MODEL_ZOO")
+    if env:
+        return Path(env).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "rlox" / "model_zoo"
+
+
+@dataclass
+class ModelCard:
+    """Metadata of a zoo model.
+
+    Args:
+        name: unique name: letters, digits, '.', '_' or '-' (it is the entry's folder name).
+        algorithm: registered algorithm name of the checkpoint ("ppo", ...).
+        env: env id the model was trained on.
+        mean_reward: its mean evaluation return.
+        description: free text.
+        hyperparameters: the config it was trained with (default: read from the checkpoint).
+        std_reward, n_eval_episodes, total_timesteps, seed: optional evaluation/training facts.
+        tags: free-form labels.
+        extra: anything else JSON can hold.
+    Set by ``register``: ``checksum`` (SHA-256 of the checkpoint), ``created``, ``rlox_version``.
+    """
+
+    name: str
+    algorithm: str
+    env: str
+    mean_reward: float
+    description: str = ""
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    std_reward: float | None = None
+    n_eval_episodes: int | None = None
+    total_timesteps: int | None = None
+    seed: int | None = None
+    tags: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    checksum: str | None = None
+    created: str | None = None
+    rlox_version: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
+            raise ValueError(f"ModelCard.name {self.name!r} is not allowed; use 1-128 letters, digits, '.', '_' "
+                             f"or '-', starting with a letter or digit")
+        for key in ("algorithm", "env"):
+            if not isinstance(getattr(self, key), str) or not getattr(self, key):
+                raise ValueError(f"ModelCard.{key} must be a non-empty string, got {getattr(self, key)!r}")
+        if isinstance(self.mean_reward, bool) or not isinstance(self.mean_reward, (int, float)) \
+                or not math.isfinite(self.mean_reward):
+            raise ValueError(f"ModelCard.mean_reward must be a finite number, got {self.mean_reward!r}")
+        self.mean_reward = float(self.mean_reward)
+        if not isinstance(self.hyperparameters, dict) or not isinstance(self.extra, dict):
+            raise ValueError("ModelCard.hyperparameters and extra must be dicts")
+        try:
+            json.dumps(self.to_dict())
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"ModelCard {self.name!r} holds a value JSON cannot store: {exc}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": CARD_FORMAT, "version": CARD_VERSION, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "card") -> "ModelCard":
+        if not isinstance(data, Mapping) or data.get("format") != CARD_FORMAT:
+            raise ZooError(f"{source} is not an rlox model card (no 'format: {CARD_FORMAT}')")
+        if int(data.get("version", 0)) > CARD_VERSION:
+            raise ZooError(f"{source} has card version {data.get('version')}, newer than this rlox understands")
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(k for k in data if k not in names and k not in ("format", "version"))
+        if unknown:
+            raise ZooError(f"{source} has unknown keys {unknown}")
+        try:
+            return cls(**{k: v for k, v in data.items() if k in names})
+        except (TypeError, ValueError) as exc:
+            raise ZooError(f"{source} is invalid: {exc}") from None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _ZooMethod:
+    """A method callable on the class (default zoo) or on an instance (that zoo)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj: Any, cls: type) -> Any:
+        target = obj if obj is not None else cls()
+
+        def bound(*args: Any, **kwargs: Any) -> Any:
+            return self.fn(target, *args, **kwargs)
+
+        bound.__doc__ = self.fn.__doc__
+        bound.__name__ = self.fn.__name__
+        return bound
+
+
+class ModelZoo:
+    """A directory of models (default: ``default_zoo_dir()``); see the module docstring.
+
+    Args:
+        root: the zoo directory (created on first ``register``).
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None) -> None:
+        self.root = Path(root).expanduser() if root is not None else default_zoo_dir()
+
+    def _entry(self, name: str) -> Path:
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ZooError(f"model name {name!r} is not allowed; use letters, digits, '.', '_' or '-'")
+        return self.root / name
+
+    @_ZooMethod
+    def register(self, card: ModelCard, checkpoint_path: str | os.PathLike, *, overwrite: bool = False) -> ModelCard:
+        """Copy ``checkpoint_path`` into the zoo under ``card.name`` and write its card.
+
+        The checkpoint must be an rlox checkpoint (``Trainer.save``) of ``card.algorithm``;
+        ``hyperparameters`` default to its config. Returns the stored card (with checksum).
+
+        Raises:
+            ZooError: the name is taken (pass ``overwrite=True`` to replace it) or the checkpoint
+                is of another algorithm. FileNotFoundError / CheckpointError: bad checkpoint.
+        """
+        if not isinstance(card, ModelCard):
+            raise TypeError(f"register needs a ModelCard, got {type(card).__name__}")
+        src = Path(checkpoint_path)
+        if not src.is_file():
+            raise FileNotFoundError(f"checkpoint {str(src)!r} does not exist")
+        ckpt = safe_torch_load(src)
+        if not isinstance(ckpt, dict) or ckpt.get("format") != "rlox-checkpoint":
+            raise CheckpointError(f"{str(src)!r} is not an rlox checkpoint (save it with Trainer.save)")
+        if str(ckpt.get("algorithm", "")).lower() != card.algorithm.lower():
+            raise ZooError(f"{str(src)!r} holds a {ckpt.get('algorithm')!r} model but the card says "
+                           f"algorithm={card.algorithm!r}")
+        entry = self._entry(card.name)
+        if (entry / CARD_FILE).exists() and not overwrite:
+            raise ZooError(f"a model named {card.name!r} is already in the zoo at {str(entry)!r}; choose another "
+                           f"name or pass overwrite=True")
+        entry.mkdir(parents=True, exist_ok=True)
+        with atomic_path(entry / CHECKPOINT_FILE) as tmp:
+            shutil.copyfile(src, tmp)
+        from rlox import __version__
+
+        stored = dataclasses.replace(
+            card, hyperparameters=dict(card.hyperparameters) or dict(ckpt.get("config") or {}),
+            seed=card.seed if card.seed is not None else ckpt.get("seed"),
+            total_timesteps=card.total_timesteps if card.total_timesteps is not None
+            else (ckpt.get("counters") or {}).get("num_timesteps"),
+            checksum=_sha256(entry / CHECKPOINT_FILE), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+            rlox_version=__version__)
+        atomic_write_text(json.dumps(stored.to_dict(), indent=2), entry / CARD_FILE)
+        return stored
+
+    def _read_card(self, entry: Path) -> ModelCard:
+        path = entry / CARD_FILE
+        if not path.is_file():
+            raise ZooError(f"model card {str(path)!r} is missing")
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ZooError(f"model card {str(path)!r} is not valid JSON: {exc}") from None
+        card = ModelCard.from_dict(data, source=f"model card {str(path)!r}")
+        if card.name != entry.name:
+            raise ZooError(f"model card {str(path)!r} is named {card.name!r} but lies in folder {entry.name!r}; "
+                           f"names must match (two entries would clash)")
+        return card
+
+    @_ZooMethod
+    def get(self, name: str) -> ModelCard:
+        """The card of model ``name`` (validated)."""
+        entry = self._entry(name)
+        if not entry.is_dir():
+            known = [c.name for c in self.list()]
+            raise ZooError(f"no model named {name!r} in the zoo at {str(self.root)!r}; available: "
+                           f"{', '.join(known) or 'none'}")
+        return self._read_card(entry)
+
+    @_ZooMethod
+    def list(self) -> list[ModelCard]:
+        """Every valid card, sorted by name (an invalid entry raises ZooError naming its file)."""
+        if not self.root.is_dir():
+            return []
+        return [self._read_card(p) for p in sorted(self.root.iterdir()) if p.is_dir() and (p / CARD_FILE).exists()]
+
+    @_ZooMethod
+    def checkpoint_path(self, name: str, *, verify: bool = True) -> Path:
+        """The stored checkpoint of ``name``; ``verify`` checks it exists and matches the checksum."""
+        card = self.get(name)
+        path = self._entry(name) / CHECKPOINT_FILE
+        if verify:
+            if not path.is_file():
+                raise ZooError(f"model {name!r}: checkpoint {str(path)!r} is missing")
+            if card.checksum and _sha256(path) != card.checksum:
+                raise ZooError(f"model {name!r}: checkpoint {str(path)!r} does not match the checksum in its card "
+                               f"(the file was altered or corrupted); re-register the model")
+        return path
+
+    @_ZooMethod
+    def load(self, name: str, env: Any = None) -> Any:
+        """A ``rlox.Trainer`` for model ``name`` (checksum verified, read with ``weights_only``)."""
+        from rlox.trainer import Trainer
+
+        card = self.get(name)
+        path = self.checkpoint_path(name)
+        trainer = Trainer.from_checkpoint(path, algorithm=card.algorithm, env=env if env is not None else card.env)
+        trainer.card = card
+        return trainer
+
+    @_ZooMethod
+    def remove(self, name: str) -> None:
+        """Delete model ``name`` from the zoo."""
+        self.get(name)
+        shutil.rmtree(self._entry(name))
+
+    def __repr__(self) -> str:
+        return f"ModelZoo({str(self.root)!r})"

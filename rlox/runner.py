@@ -1,0 +1,213 @@
+"""Config-driven training: an experiment in YAML (or a ``TrainingConfig``) -> a trained agent.
+
+    # experiment.yaml
+    algorithm: ppo
+    env: CartPole-v1
+    total_timesteps: 100_000
+    seed: 42
+    config:
+      n_envs: 16
+      learning_rate: 3e-4
+    logger:
+      type: tensorboard
+      log_dir: runs/ppo-cartpole
+    callbacks:
+      - progress_bar
+      - {type: early_stopping, patience: 20, min_delta: 1.0}
+
+    from rlox.runner import train_from_config
+    metrics = train_from_config("experiment.yaml")
+    # or: python -m rlox train --config experiment.yaml
+
+The YAML reader takes ``3e-4`` and ``1e5`` as numbers (YAML 1.1 readers see strings) and
+``100_000`` as an int. Unknown top-level keys are an error listing the allowed ones
+(``TrainingConfig`` fields). Loggers, callbacks and wrappers are named as in ``LOGGERS``,
+``CALLBACKS`` and ``WRAPPERS`` (class names work too: ``EarlyStoppingCallback``); their
+arguments are the constructors' and are checked against them.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from rlox.config import TrainingConfig
+
+__all__ = ["train_from_config", "build_trainer", "load_config", "load_yaml", "LOGGERS", "CALLBACKS", "WRAPPERS",
+           "EXPERIMENT_KEYS"]
+
+#: Top-level keys of an experiment file.
+EXPERIMENT_KEYS = tuple(TrainingConfig.field_names())
+
+
+def _logger_classes() -> dict[str, Any]:
+    from rlox import logging as lg
+    return {"console": lg.ConsoleLogger, "tensorboard": lg.TensorBoardLogger, "wandb": lg.WandbLogger,
+            "csv": lg.CSVLogger}
+
+
+def _callback_classes() -> dict[str, Any]:
+    from rlox import callbacks as cb, dashboard as db
+    return {"early_stopping": cb.EarlyStoppingCallback, "progress_bar": cb.ProgressBarCallback,
+            "timing": cb.TimingCallback, "eval": cb.EvalCallback, "checkpoint": cb.CheckpointCallback,
+            "metrics_collector": db.MetricsCollector, "terminal_dashboard": db.TerminalDashboard}
+
+
+def _wrapper_classes() -> dict[str, Any]:
+    from rlox.wrappers import VecNormalize
+    return {"vec_normalize": VecNormalize}
+
+
+class _Registry:
+    """Name -> class, built on first use (so importing this module stays light)."""
+
+    def __init__(self, kind: str, build: Any) -> None:
+        self.kind, self._build, self._items = kind, build, None
+
+    @property
+    def items(self) -> dict[str, Any]:
+        if self._items is None:
+            self._items = self._build()
+        return self._items
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __contains__(self, name: object) -> bool:
+        return self.resolve(str(name), fail=False) is not None
+
+    def resolve(self, name: str, fail: bool = True) -> Any:
+        key = _norm(name)
+        for n, cls in self.items.items():
+            if key in (_norm(n), _norm(cls.__name__)):
+                return cls
+        if fail:
+            raise ValueError(f"unknown {self.kind} {name!r}; known: {', '.join(self.items)}")
+        return None
+
+
+def _norm(name: str) -> str:
+    key = re.sub(r"[^a-z0-9]", "", name.lower())
+    for suffix in ("callback", "logger"):
+        if key.endswith(suffix) and key != suffix:
+            key = key[: -len(suffix)]
+    return key
+
+
+LOGGERS = _Registry("logger", _logger_classes)
+CALLBACKS = _Registry("callback", _callback_classes)
+WRAPPERS = _Registry("wrapper", _wrapper_classes)
+
+
+# ---------------------------------------------------------------------- YAML
+def _yaml_loader() -> Any:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that also reads YAML 1.2 floats such as ``3e-4``, ``1e5`` and ``1.5e3``."""
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."))
+    return Loader
+
+
+def load_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """A YAML file's top-level mapping (empty file: ``{}``).
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: invalid YAML or not a mapping (the message
+            names the file and the line).
+    """
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"config file {str(p)!r} does not exist")
+    try:
+        data = yaml.load(p.read_text(), Loader=_yaml_loader())
+    except yaml.YAMLError as exc:
+        first = " ".join(str(exc).split())
+        raise ValueError(f"config file {str(p)!r} is not valid YAML: {first}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {str(p)!r} must hold a mapping of settings, got {type(data).__name__}")
+    return data
+
+
+def load_config(path_or_config: str | os.PathLike | TrainingConfig | Mapping[str, Any]) -> TrainingConfig:
+    """A ``TrainingConfig`` from a YAML path, a mapping, or a ``TrainingConfig`` (returned as is)."""
+    if isinstance(path_or_config, TrainingConfig):
+        return path_or_config
+    if isinstance(path_or_config, Mapping):
+        return TrainingConfig.from_dict(path_or_config)
+    if isinstance(path_or_config, (str, os.PathLike)):
+        return TrainingConfig.from_dict(load_yaml(path_or_config), source=f"config file {str(path_or_config)!r}")
+    raise TypeError(f"expected a YAML path, a mapping or a TrainingConfig, got {type(path_or_config).__name__}")
+
+
+# ---------------------------------------------------------------------- building
+def _instantiate(registry: _Registry, entry: Any, where: str) -> Any:
+    if isinstance(entry, str):
+        name, kwargs = entry, {}
+    elif "type" in entry:
+        name, kwargs = entry["type"], {k: v for k, v in entry.items() if k != "type"}
+    else:
+        (name, kwargs), = entry.items()
+        kwargs = dict(kwargs or {})
+    cls = registry.resolve(name)
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(k for k in kwargs if k not in params)
+        if unknown:
+            allowed = [p for p in params if params[p].kind is not inspect.Parameter.VAR_POSITIONAL]
+            raise TypeError(f"{where}: {cls.__name__} does not take {unknown}; its arguments are {allowed}")
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{where}: {cls.__name__}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}): {exc}") from None
+
+
+def build_loggers(cfg: TrainingConfig) -> Any:
+    """The logger(s) of ``cfg``: None, one logger, or a list."""
+    if cfg.logger is None:
+        return None
+    if isinstance(cfg.logger, list):
+        return [_instantiate(LOGGERS, e, f"logger[{i}]") for i, e in enumerate(cfg.logger)]
+    return _instantiate(LOGGERS, cfg.logger, "logger")
+
+
+def build_trainer(path_or_config: Any) -> Any:
+    """The ``rlox.Trainer`` an experiment describes (not trained yet)."""
+    from rlox.trainer import Trainer
+
+    cfg = load_config(path_or_config)
+    callbacks = [_instantiate(CALLBACKS, e, f"callbacks[{i}]") for i, e in enumerate(cfg.callbacks)]
+    wrappers = [_instantiate(WRAPPERS, e, f"wrappers[{i}]") for i, e in enumerate(cfg.wrappers)]
+    return Trainer(cfg.algorithm, env=cfg.env, seed=cfg.seed, config=dict(cfg.config), callbacks=callbacks,
+                   logger=build_loggers(cfg), wrappers=wrappers or None, preset=cfg.preset, device=cfg.device,
+                   artifacts_dir=cfg.artifacts_dir, eval_freq=cfg.eval_freq, eval_episodes=cfg.eval_episodes)
+
+
+def train_from_config(path_or_config: Any, *, return_trainer: bool = False) -> Any:
+    """Build the experiment's Trainer, train it for ``total_timesteps``, save it to
+    ``save_path`` when given, and return the metrics (``(metrics, trainer)`` with
+    ``return_trainer=True``).
+
+    Args:
+        path_or_config: a YAML file path, a mapping, or a ``rlox.config.TrainingConfig``.
+    """
+    cfg = load_config(path_or_config)
+    trainer = build_trainer(cfg)
+    metrics = trainer.train(total_timesteps=cfg.total_timesteps)
+    if cfg.save_path:
+        Path(cfg.save_path).parent.mkdir(parents=True, exist_ok=True)
+        trainer.save(cfg.save_path)
+    return (metrics, trainer) if return_trainer else metrics
