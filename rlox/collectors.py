@@ -152,7 +152,7 @@ class RolloutCollector:
         return np.clip(actions.reshape(self.n_envs, *self._act_shape), self._low, self._high)
 
     def collect(self, policy: Any, n_steps: int, *, generator: torch.Generator | None = None,
-                on_step: Any = None) -> RolloutBatch:
+                on_step: Any = None, sde_sample_freq: int = -1) -> RolloutBatch:
         """Run ``n_steps`` steps of every env with ``policy`` and return the GAE'd batch.
 
         Args:
@@ -162,6 +162,8 @@ class RolloutCollector:
             generator: torch generator for action sampling (the algorithm's own stream).
             on_step: optional callable run after each vector step; returning False only
                 records that a stop was asked (the rollout still completes).
+            sde_sample_freq: for gSDE policies (``policy.use_sde``): new exploration noise every
+                this many steps (-1: once, at the start of the rollout).
         """
         if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
             raise ValueError(f"n_steps must be an int >= 1, got {n_steps!r}")
@@ -179,8 +181,11 @@ class RolloutCollector:
         self.stop_requested = False
         gamma, obs, dev = self.gamma, self._obs, self.device
         t_env = t_policy = 0.0
+        sde = bool(getattr(policy, "use_sde", False))
         with torch.inference_mode():
             for t in range(T):
+                if sde and (t == 0 or (sde_sample_freq > 0 and t % sde_sample_freq == 0)):
+                    policy.reset_noise(N, generator)
                 obs_buf[t] = obs
                 t0 = time.perf_counter()
                 actions, log_probs, values = policy.act(torch.from_numpy(obs).to(dev), False, generator)
@@ -259,9 +264,12 @@ class RolloutCollector:
         snapshotted, so they are reset (with the normaliser statistics restored)."""
         if state.get("normalizer") is not None:
             if self.normalizer is None:
-                raise ValueError("the checkpoint has normaliser statistics but this collector does not "
-                                 "normalise; build it with the same normalisation settings")
-            self.normalizer.load_state_dict(state["normalizer"])
+                # Trained with wrappers=[VecNormalize(...)], which the config does not record:
+                # rebuild the wrapper from the saved settings and statistics.
+                self.normalizer = VecNormalize.from_state_dict(state["normalizer"])
+                self.env = self.normalizer.wrap(self.env)
+            else:
+                self.normalizer.load_state_dict(state["normalizer"])
         set_state = getattr(self.env, "set_state", None)
         if state.get("env") is not None and callable(set_state) and state.get("obs") is not None:
             set_state(state["env"])

@@ -207,6 +207,8 @@ class _OnPolicyConfig(ConfigBase):
     hidden: Any = _f(64, "hidden layer width (two layers) or a list of widths")
     activation: Literal["tanh", "relu"] = _f("tanh", "hidden activation")
     log_std_init: float = _f(0.0, "initial log std of continuous (Gaussian) policies")
+    use_sde: bool = _f(False, "gSDE: state-dependent exploration noise (continuous actions)")
+    sde_sample_freq: int = _f(-1, "gSDE: draw new noise every this many steps (-1: once per rollout)", ge=-1)
     ortho_init: bool = _f(True, "orthogonal initialisation (gain sqrt(2), 0.01 policy head, 1 value head)")
 
 

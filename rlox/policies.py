@@ -155,34 +155,74 @@ class DiscretePolicy(_ActorCritic):
 
 
 class ContinuousPolicy(_ActorCritic):
-    """Diagonal Gaussian actor (state-independent log std) + value critic for Box actions.
+    """Diagonal Gaussian actor + value critic for Box actions.
 
-    Actions are unbounded samples ``mean + std * N(0, 1)``; the collector clips them to the
-    action space for the env and keeps the unclipped ones for the loss (as SB3 and CleanRL).
+    Actions are unbounded samples; the collector clips them to the action space for the env
+    and keeps the unclipped ones for the loss (as SB3 and CleanRL).
+
+    Exploration noise, two kinds:
+
+    * default: ``mean + exp(log_std) * N(0, 1)`` with a state-independent ``log_std [act_dim]``;
+    * ``use_sde=True``: generalized state-dependent exploration (gSDE, Raffin et al., 2021,
+      arXiv:2005.05719). The noise is ``z(s) @ E``, where ``z(s)`` are the actor's last hidden
+      features (detached) and ``E [latent, act_dim]`` is drawn from ``N(0, exp(log_std)^2)``
+      (``log_std [latent, act_dim]``) and kept for several steps (``reset_noise``), giving
+      smooth exploration. The action's distribution is then ``N(mean, sigma(s))`` with
+      ``sigma_k(s)^2 = sum_j z_j(s)^2 exp(2 log_std[j, k])``.
 
     Args:
         obs_dim: observation size (flattened).
         act_dim: action size (flattened).
         hidden: width of two hidden layers, or a list of widths.
-        log_std_init: initial log standard deviation.
+        log_std_init: initial log standard deviation (of the noise weights with gSDE).
+        use_sde: gSDE exploration (see above).
     """
 
     discrete = False
+    _SDE_EPS = 1e-6
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: int | Sequence[int] = 64,
-                 activation: str = "tanh", ortho_init: bool = True, log_std_init: float = 0.0) -> None:
+                 activation: str = "tanh", ortho_init: bool = True, log_std_init: float = 0.0,
+                 use_sde: bool = False) -> None:
         super().__init__(obs_dim, hidden, activation, ortho_init)
         if isinstance(act_dim, bool) or not isinstance(act_dim, (int, np.integer)) or act_dim < 1:
             raise ValueError(f"act_dim must be an int >= 1, got {act_dim!r}")
         self.act_dim = int(act_dim)
+        self.use_sde = bool(use_sde)
         self.actor = mlp(self.obs_dim, self.hidden, self.act_dim, activation, out_gain=0.01,
                          ortho_init=ortho_init)
-        self.log_std = nn.Parameter(torch.full((self.act_dim,), float(log_std_init)))
+        shape = (self.hidden[-1], self.act_dim) if self.use_sde else (self.act_dim,)
+        self.log_std = nn.Parameter(torch.full(shape, float(log_std_init)))
+        self.sde_noise: torch.Tensor | None = None     # [n, latent, act_dim] (gSDE only)
+
+    # ------------------------------------------------------------------ distribution
+    def _mean_latent(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean [B, act_dim], last hidden features [B, latent])."""
+        x = obs
+        layers = list(self.actor)
+        for layer in layers[:-1]:
+            x = layer(x)
+        return layers[-1](x), x
+
+    def _std(self, latent: torch.Tensor) -> torch.Tensor:
+        """Per-sample std [B, act_dim]."""
+        if self.use_sde:
+            var = (latent.detach() ** 2) @ torch.exp(2 * self.log_std)
+            return torch.sqrt(var + self._SDE_EPS)
+        return self.log_std.exp().expand(latent.shape[0], self.act_dim)
+
+    def reset_noise(self, n: int, generator: torch.Generator | None = None) -> None:
+        """gSDE: draw ``n`` new noise matrices (one per env); a no-op without gSDE."""
+        if not self.use_sde:
+            return
+        std = self.log_std.detach().exp()
+        eps = torch.randn((int(n), *std.shape), generator=generator, dtype=std.dtype, device=std.device)
+        self.sde_noise = eps * std
 
     def dist_params(self, obs: torch.Tensor) -> torch.Tensor:
-        """``[B, 2 * act_dim]``: the mean, then the log std (broadcast over the batch)."""
-        mean = self.actor(obs)
-        return torch.cat([mean, self.log_std.expand_as(mean)], dim=-1)
+        """``[B, 2 * act_dim]``: the mean, then the log std."""
+        mean, latent = self._mean_latent(obs)
+        return torch.cat([mean, torch.log(self._std(latent))], dim=-1)
 
     @staticmethod
     def kl(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
@@ -191,34 +231,43 @@ class ContinuousPolicy(_ActorCritic):
         mu0, ls0, mu1, ls1 = old[..., :k], old[..., k:], new[..., :k], new[..., k:]
         return (ls1 - ls0 + ((2 * ls0).exp() + (mu0 - mu1) ** 2) / (2 * (2 * ls1).exp()) - 0.5).sum(-1)
 
-    def _log_prob(self, actions: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-        z = (actions - mean) * torch.exp(-self.log_std)
-        return (-0.5 * z * z - self.log_std - 0.5 * _LOG_2PI).sum(-1)
-
-    def _entropy(self, batch: int) -> torch.Tensor:
-        return (0.5 + 0.5 * _LOG_2PI + self.log_std).sum().expand(batch)
+    @staticmethod
+    def _log_prob(actions: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+        z = (actions - mean) / std
+        return (-0.5 * z * z - torch.log(std) - 0.5 * _LOG_2PI).sum(-1)
 
     def act(self, obs: torch.Tensor, deterministic: bool = False, generator: torch.Generator | None = None,
             with_value: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """(actions ``[B, act_dim]``, log_probs ``[B]``, values ``[B]`` or None)."""
-        mean = self.actor(obs)
+        mean, latent = self._mean_latent(obs)
+        std = self._std(latent)
         if deterministic:
             actions = mean
+        elif self.use_sde:
+            noise_w = self.sde_noise
+            if noise_w is None or noise_w.shape[0] != mean.shape[0]:
+                # No matrices for this batch size (e.g. a stochastic predict): one-off draws.
+                eps = torch.randn((mean.shape[0], *self.log_std.shape), generator=generator,
+                                  dtype=mean.dtype, device=mean.device)
+                noise_w = eps * self.log_std.detach().exp()
+            actions = mean + torch.bmm(latent.detach().unsqueeze(1), noise_w).squeeze(1)
         else:
             noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
-            actions = mean + noise * self.log_std.exp()
-        return actions, self._log_prob(actions, mean), (self.get_value(obs) if with_value else None)
+            actions = mean + noise * std
+        return actions, self._log_prob(actions, mean, std), (self.get_value(obs) if with_value else None)
 
     def evaluate_actions(self, obs: torch.Tensor, actions: torch.Tensor, with_value: bool = True
                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        mean = self.actor(obs)
+        mean, latent = self._mean_latent(obs)
+        std = self._std(latent)
         actions = actions.reshape(mean.shape)
-        return (self._log_prob(actions, mean), self._entropy(mean.shape[0]),
+        entropy = (0.5 + 0.5 * _LOG_2PI + torch.log(std)).sum(-1)
+        return (self._log_prob(actions, mean, std), entropy,
                 self.get_value(obs) if with_value else None)
 
     def architecture(self) -> dict:
         return {"kind": "gaussian", "obs_dim": self.obs_dim, "act_dim": self.act_dim,
-                "hidden": list(self.hidden), "activation": self.activation}
+                "hidden": list(self.hidden), "activation": self.activation, "use_sde": self.use_sde}
 
 
 GaussianPolicy = ContinuousPolicy
@@ -226,7 +275,7 @@ GaussianPolicy = ContinuousPolicy
 
 def make_policy(observation_space: gym.Space, action_space: gym.Space, *, algorithm: str = "PPO",
                 hidden: int | Sequence[int] = 64, activation: str = "tanh", ortho_init: bool = True,
-                log_std_init: float = 0.0) -> _ActorCritic:
+                log_std_init: float = 0.0, use_sde: bool = False) -> _ActorCritic:
     """The policy for these spaces: ``DiscretePolicy`` for Discrete actions,
     ``ContinuousPolicy`` for Box actions; a clear error for anything else."""
     if not isinstance(observation_space, gym.spaces.Box):
@@ -237,9 +286,12 @@ def make_policy(observation_space: gym.Space, action_space: gym.Space, *, algori
     if isinstance(action_space, gym.spaces.Discrete):
         if action_space.start != 0:
             raise TypeError(f"{algorithm} needs Discrete actions starting at 0, got start={action_space.start}")
+        if use_sde:
+            raise ValueError(f"{algorithm}: use_sde (gSDE) needs a continuous (Box) action space, "
+                             f"got {action_space}")
         return DiscretePolicy(obs_dim, int(action_space.n), hidden, activation, ortho_init)
     if isinstance(action_space, gym.spaces.Box):
         return ContinuousPolicy(obs_dim, int(np.prod(action_space.shape)), hidden, activation, ortho_init,
-                                log_std_init)
+                                log_std_init, use_sde)
     raise TypeError(f"{algorithm} supports Discrete and Box action spaces, got {action_space}; "
                     f"flatten a Dict/Tuple action space with a gymnasium wrapper first")

@@ -14,8 +14,9 @@ The values are RL Baselines3 Zoo's published settings (``hyperparams/ppo.yml`` a
     max_grad_norm        max_grad_norm
     normalize: true      normalize_obs=True, normalize_rewards=True (VecNormalize defaults)
 
-The zoo's gSDE (``use_sde``) and ``log_std_init`` have no rlox equivalent yet and are left out
-(noted per entry). A preset is merged *under* the user's config: user keys always win.
+The zoo's ``use_sde``, ``sde_sample_freq`` and ``policy_kwargs`` (``log_std_init``,
+``ortho_init``) map to the config fields of the same names. A preset is merged *under* the
+user's config: user keys always win.
 
     from rlox.presets import get_preset
     get_preset("ppo", "CartPole-v1")   # {'n_envs': 8, 'n_steps': 32, ...}
@@ -46,23 +47,24 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "normalize_obs": True, "normalize_rewards": True,
     },
     # Pendulum-v1: n_envs 4, n_steps 1024, batch 64, 10 epochs, gamma 0.9, lambda 0.95,
-    # lr 1e-3, clip 0.2, ent 0 (zoo result: -172 at 1e5 steps; the zoo also uses gSDE with
-    # sde_sample_freq 4, which rlox does not implement).
+    # lr 1e-3, clip 0.2, ent 0, gSDE with sde_sample_freq 4 (zoo result: -172 at 1e5 steps).
     ("ppo", "Pendulum-v1"): {
         "n_envs": 4, "n_steps": 1024, "batch_size": 64, "n_epochs": 10,
         "gamma": 0.9, "gae_lambda": 0.95, "learning_rate": 1e-3, "anneal_lr": False,
         "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0,
+        "use_sde": True, "sde_sample_freq": 4,
     },
     # MountainCarContinuous-v0: normalize true, n_envs 1, n_steps 8, gamma 0.9999,
     # lr 7.77e-5, ent_coef 0.00429, clip 0.1, 10 epochs, gae_lambda 0.9, max_grad_norm 5,
-    # vf_coef 0.19 (zoo result: 88.3 at 2e4 steps, with gSDE and log_std_init -3.29, which
-    # rlox does not implement). The zoo's batch_size 256 exceeds the 8-step rollout (SB3 then
-    # trains on the whole rollout), so batch_size is the rollout size here.
+    # vf_coef 0.19, gSDE, log_std_init -3.29, ortho_init False (zoo result: 88.3 at 2e4
+    # steps). The zoo's batch_size 256 exceeds the 8-step rollout (SB3 then trains on the
+    # whole rollout), so batch_size is the rollout size here.
     ("ppo", "MountainCarContinuous-v0"): {
         "n_envs": 1, "n_steps": 8, "batch_size": 8, "n_epochs": 10,
         "gamma": 0.9999, "gae_lambda": 0.9, "learning_rate": 7.77e-5, "anneal_lr": False,
         "clip_eps": 0.1, "anneal_clip": False, "ent_coef": 0.00429, "vf_coef": 0.19,
         "max_grad_norm": 5.0, "normalize_obs": True, "normalize_rewards": True,
+        "use_sde": True, "log_std_init": -3.29, "ortho_init": False,
     },
     # --- A2C (zoo hyperparams/a2c.yml) ---------------------------------------------------
     # CartPole-v1: n_envs 8, ent_coef 0.0 (SB3 defaults otherwise: n_steps 5, lr 7e-4,

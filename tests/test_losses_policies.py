@@ -129,3 +129,43 @@ def test_make_policy_spaces_and_errors():
         make_policy(gym.spaces.Discrete(3), gym.spaces.Discrete(2))
     with pytest.raises(ValueError, match="n_actions must be an int >= 1"):
         DiscretePolicy(4, 0)
+
+
+def test_gsde_distribution_and_noise():
+    torch.manual_seed(0)
+    pol = ContinuousPolicy(obs_dim=3, act_dim=2, hidden=[8, 5], log_std_init=-0.5, use_sde=True)
+    assert pol.log_std.shape == (5, 2)
+    obs = torch.randn(4, 3)
+    mean, latent = pol._mean_latent(obs)
+    sigma = torch.sqrt((latent ** 2) @ (pol.log_std.exp() ** 2) + 1e-6)
+    g = torch.Generator().manual_seed(3)
+    pol.reset_noise(4, g)
+    a1, logp = pol.get_action_and_logprob(obs)
+    a2, _ = pol.get_action_and_logprob(obs)
+    torch.testing.assert_close(a1, a2)                 # same noise until the next reset_noise
+    torch.testing.assert_close(a1 - mean, torch.bmm(latent.unsqueeze(1), pol.sde_noise).squeeze(1))
+    ref = torch.distributions.Normal(mean, sigma)
+    torch.testing.assert_close(logp, ref.log_prob(a1).sum(-1))
+    _, ent = pol.get_logprob_and_entropy(obs, a1)
+    torch.testing.assert_close(ent, ref.entropy().sum(-1))
+    pol.reset_noise(4, g)
+    a3, _ = pol.get_action_and_logprob(obs)
+    assert not torch.allclose(a1, a3)
+    with pytest.raises(ValueError, match="use_sde .* needs a continuous"):
+        make_policy(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2), use_sde=True)
+
+
+def test_collector_redraws_gsde_noise_every_sample_freq_steps():
+    from rlox.collectors import RolloutCollector
+
+    pol = ContinuousPolicy(3, 1, use_sde=True)
+    draws = []
+    original = pol.reset_noise
+
+    def counting(n, generator=None):
+        draws.append(n)
+        original(n, generator)
+
+    pol.reset_noise = counting
+    RolloutCollector("Pendulum-v1", n_envs=2, seed=0).collect(pol, n_steps=10, sde_sample_freq=4)
+    assert draws == [2, 2, 2]                           # steps 0, 4, 8

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlox.algorithms.base import adam
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
 from rlox.collectors import RolloutBatch
 from rlox.config import A2CConfig
@@ -47,7 +48,7 @@ class A2C(OnPolicyAlgorithm):
             # torch's outside, a difference these small nets do not notice.
             opt = torch.optim.RMSprop(params, lr=cfg.learning_rate, alpha=0.99, eps=cfg.rms_prop_eps)
         else:
-            opt = torch.optim.Adam(params, lr=cfg.learning_rate, eps=cfg.rms_prop_eps)
+            opt = adam(params, cfg.learning_rate, eps=cfg.rms_prop_eps)
         self.optimizers = {"policy": opt}
 
     def _update(self, batch: RolloutBatch) -> dict[str, Any]:

@@ -36,11 +36,21 @@ from rlox.checkpointing import CheckpointError, atomic_torch_save, safe_torch_lo
 from rlox.config import ConfigBase
 from rlox.envs import env_label
 
-__all__ = ["Algorithm", "to_torch_tree", "to_numpy_tree", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
+__all__ = ["Algorithm", "adam", "to_torch_tree", "to_numpy_tree", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_FORMAT = "rlox-checkpoint"
 CHECKPOINT_VERSION = 1
 
+
+def adam(params: Any, lr: float, eps: float = 1e-8) -> torch.optim.Adam:
+    """Adam with the fused implementation (one kernel for every parameter: on small networks
+    the per-parameter loop of the default costs more than the maths), falling back to the
+    default where a build lacks it."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(params, lr=lr, eps=eps)
 
 def to_torch_tree(obj: Any) -> Any:
     """NumPy arrays (and scalars) inside dicts/lists -> tensors, so ``weights_only`` loads them."""

@@ -56,6 +56,8 @@ class HybridPPO(PPO):
         if kwargs.get("wrappers") or kwargs.get("normalize_obs") or kwargs.get("normalize_rewards"):
             raise ValueError("HybridPPO collects in compiled code without normalisation or wrappers; "
                              "use PPO for normalize_obs / normalize_rewards / wrappers")
+        if kwargs.get("use_sde"):
+            raise ValueError("HybridPPO's compiled policy samples plain Gaussian noise; use PPO for use_sde")
         if kwargs.get("activation", "tanh") != "tanh" or kwargs.get("policy") is not None:
             raise ValueError("HybridPPO's compiled policy is a Tanh MLP; use PPO for other policies")
         super().__init__(env_id, **kwargs)

@@ -16,11 +16,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlox.algorithms.base import Algorithm, to_numpy_tree
+from rlox.algorithms.base import Algorithm, adam, to_numpy_tree
 from rlox.collectors import RolloutBatch, RolloutCollector
 from rlox.policies import make_policy
 
 __all__ = ["OnPolicyAlgorithm"]
+
 
 
 class OnPolicyAlgorithm(Algorithm):
@@ -50,15 +51,14 @@ class OnPolicyAlgorithm(Algorithm):
                 torch.manual_seed(self.seed)
                 policy = make_policy(self.observation_space, self.action_space, algorithm=type(self).__name__,
                                      hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
-                                     log_std_init=cfg.log_std_init)
+                                     log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
         self.policy = policy.to(self.device)
         self._setup_optimizers()
 
     # ------------------------------------------------------------------ subclass interface
     def _setup_optimizers(self) -> None:
         """Create ``self.optimizers`` (name -> optimizer) and ``self.base_lrs``."""
-        self.optimizers = {"policy": torch.optim.Adam(self.policy.parameters(), lr=self.config.learning_rate,
-                                                      eps=1e-5)}
+        self.optimizers = {"policy": adam(self.policy.parameters(), self.config.learning_rate, eps=1e-5)}
 
     @abc.abstractmethod
     def _update(self, batch: RolloutBatch) -> dict[str, Any]:
@@ -119,7 +119,8 @@ class OnPolicyAlgorithm(Algorithm):
         keep_going = self.callbacks.on_rollout_start()
         on_step = self.callbacks.on_step if self.callbacks.needs_step else None
         self.policy.train(False)
-        batch = self.collector.collect(self.policy, cfg.n_steps, generator=self.torch_gen, on_step=on_step)
+        batch = self.collector.collect(self.policy, cfg.n_steps, generator=self.torch_gen, on_step=on_step,
+                                       sde_sample_freq=cfg.sde_sample_freq)
         self.num_timesteps += cfg.n_steps * cfg.n_envs
         self.record_episodes(self.collector.episode_returns, self.collector.episode_lengths)
         t = self.collector.timings
@@ -140,11 +141,14 @@ class OnPolicyAlgorithm(Algorithm):
     # ------------------------------------------------------------------ persistence
     def _state_dict(self) -> dict[str, Any]:
         return {"policy": self.policy.state_dict(),
+                "sde_noise": getattr(self.policy, "sde_noise", None),
                 "optimizers": {k: opt.state_dict() for k, opt in self.optimizers.items()},
                 "collector": self.collector.state_dict()}
 
     def _load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
+        if state.get("sde_noise") is not None:
+            self.policy.sde_noise = state["sde_noise"].to(self.device)
         for k, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][k])
         self.collector.load_state_dict(to_numpy_tree(state["collector"]))

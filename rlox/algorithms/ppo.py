@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlox.algorithms.base import adam
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
 from rlox.collectors import RolloutBatch
 from rlox.config import PPOConfig
@@ -44,7 +45,7 @@ class PPO(OnPolicyAlgorithm):
 
     def _setup_optimizers(self) -> None:
         cfg = self.config
-        self.optimizers = {"policy": torch.optim.Adam(self.policy.parameters(), lr=cfg.learning_rate, eps=1e-5)}
+        self.optimizers = {"policy": adam(self.policy.parameters(), cfg.learning_rate, eps=1e-5)}
         self.loss_fn = PPOLoss(cfg.clip_eps, cfg.vf_coef, cfg.ent_coef, cfg.clip_vloss, cfg.normalize_advantages)
 
     def current_clip_eps(self) -> float:

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from rlox.algorithms.base import adam
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
 from rlox.collectors import RolloutBatch
 from rlox.config import TRPOConfig
@@ -69,8 +70,7 @@ class TRPO(OnPolicyAlgorithm):
     def _setup_optimizers(self) -> None:
         critic_ids = {id(p) for p in self.policy.critic.parameters()}
         self.actor_params = [p for p in self.policy.parameters() if id(p) not in critic_ids]
-        self.optimizers = {"critic": torch.optim.Adam(self.policy.critic.parameters(),
-                                                      lr=self.config.learning_rate)}
+        self.optimizers = {"critic": adam(self.policy.critic.parameters(), self.config.learning_rate)}
 
     def _surrogate(self, batch: RolloutBatch, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         log_probs, entropy = self.policy.get_logprob_and_entropy(batch.obs, batch.actions)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlox.algorithms.base import adam
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
 from rlox.collectors import RolloutBatch
 from rlox.config import VPGConfig
@@ -44,8 +45,8 @@ class VPG(OnPolicyAlgorithm):
     def _setup_optimizers(self) -> None:
         cfg = self.config
         self.optimizers = {
-            "actor": torch.optim.Adam(self._actor_params(), lr=cfg.learning_rate),
-            "critic": torch.optim.Adam(self.policy.critic.parameters(), lr=cfg.vf_learning_rate),
+            "actor": adam(self._actor_params(), cfg.learning_rate),
+            "critic": adam(self.policy.critic.parameters(), cfg.vf_learning_rate),
         }
 
     def _actor_params(self) -> list[nn.Parameter]:
