@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ (moves there when PPO lands)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import QUICK, Table, header  # noqa: E402
 
 from rlox.evaluation import evaluate_policy, interquartile_mean, stratified_bootstrap_ci  # noqa: E402
@@ -61,7 +61,9 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
         clip_range=sched(cfg.get("clip_eps", 0.2), cfg.get("anneal_clip", False)),
         ent_coef=cfg.get("ent_coef", 0.01), vf_coef=cfg.get("vf_coef", 0.5),
         max_grad_norm=cfg.get("max_grad_norm", 0.5),
-        policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64])),
+        use_sde=bool(cfg.get("use_sde", False)), sde_sample_freq=cfg.get("sde_sample_freq", -1),
+        policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]),
+                           log_std_init=cfg.get("log_std_init", 0.0), ortho_init=cfg.get("ortho_init", True)),
     )
     return model, env
 
