@@ -348,19 +348,29 @@ cdef void _fill_row(const token_t **src, const int64_t *lengths, const int64_t *
                     int64_t *att, int64_t *pos, int64_t *sid) noexcept nogil:
     """OUT one row [max_length] of each output: its sequences back to back, then padding."""
     cdef intp_t j
-    cdef int64_t t, at = 0, i
+    cdef int64_t t, at = 0, i, n
+    cdef const token_t *tok
     for j in range(n_seqs):
         i = seqs[j]
-        for t in range(lengths[i]):
-            ids[at + t] = src[i][t]
+        n = lengths[i]
+        tok = src[i]
+        # one simple loop per output: each vectorises (the compiler checks aliasing per loop)
+        for t in range(n):
+            ids[at + t] = tok[t]
+        for t in range(n):
             att[at + t] = 1
+        for t in range(n):
             pos[at + t] = t
+        for t in range(n):
             sid[at + t] = i
-        at += lengths[i]
+        at += n
     for t in range(at, max_length):
         ids[t] = pad_id
+    for t in range(at, max_length):
         att[t] = 0
+    for t in range(at, max_length):
         pos[t] = 0
+    for t in range(at, max_length):
         sid[t] = -1
 
 
