@@ -1,0 +1,213 @@
+"""Deep Q-Network (Mnih et al., 2015, "Human-level control through deep reinforcement learning")
+with the Rainbow extensions that apply to a value network (Hessel et al., 2018): Double DQN,
+dueling heads, n-step returns and prioritized replay.
+
+    from rlox.algorithms import DQN
+    dqn = DQN(env_id="CartPole-v1", double_dqn=True, dueling=True, n_step=3,
+              prioritized=True, alpha=0.6, beta_start=0.4)
+    dqn.train(total_timesteps=50_000)
+    action = dqn.predict(obs)                  # an int for one observation
+
+Reading order: config (``rlox.config.DQNConfig``), replay (``_make_buffer``: uniform or
+prioritized), network (``_build``: plain or dueling), exploration (epsilon-greedy, linearly
+decayed over ``exploration_fraction`` of the run), target network (``_after_collect``: every
+``target_update_interval`` env steps), one gradient step (``_train_step``: n-step targets,
+Double-DQN action selection, Huber loss weighted by the importance-sampling weights, new
+priorities from the TD errors). Defaults and schedule are SB3's DQN.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlox.algorithms.off_policy import OffPolicyAlgorithm, make_adam, polyak_update
+from rlox.config import DQNConfig
+from rlox.exploration import EpsilonGreedy, Exploration
+from rlox.networks import DuelingQNetwork, SimpleQNetwork, linear_layers
+
+__all__ = ["DQN"]
+
+
+class DQN(OffPolicyAlgorithm):
+    """DQN with optional Double DQN, dueling network, n-step returns and prioritized replay.
+
+    Args: see ``OffPolicyAlgorithm`` and ``rlox.config.DQNConfig`` (``double_dqn``,
+    ``dueling``, ``n_step``, ``prioritized``, ``alpha``, ``beta_start``, ...).
+    """
+
+    name = "dqn"
+    config_class = DQNConfig
+    discrete_actions = True
+    other_family = "DQN is for discrete actions: use SAC or TD3 (or PPO/A2C) for continuous ones"
+    metric_names = ("loss", "q_values")
+
+    # ------------------------------------------------------------------ replay
+    def _buffer_capacity(self) -> int:
+        # The n-step walk steps n_envs slots at a time (each push_batch holds one step of every
+        # env), so the ring's capacity must be a multiple of n_envs.
+        n = self.collector.n_envs
+        return -(-int(self.config.buffer_size) // n) * n
+
+    def _make_buffer(self) -> Any:
+        cfg = self.config
+        if not cfg.prioritized:
+            return super()._make_buffer()
+        from rlox.buffers import PrioritizedReplayBuffer
+
+        return PrioritizedReplayBuffer(self._buffer_capacity(), obs_dim=self.obs_dim, act_dim=1, alpha=cfg.alpha,
+                                       beta=cfg.beta_start, eps=cfg.prioritized_eps, seed=self._substream_seed(1))
+
+    def _check_buffer(self, buffer: Any) -> None:
+        super()._check_buffer(buffer)
+        if self.config.prioritized and not callable(getattr(buffer, "update_priorities", None)):
+            raise ValueError(f"prioritized=True needs a prioritized buffer (update_priorities), got "
+                             f"{type(buffer).__name__}; pass rlox.PrioritizedReplayBuffer or prioritized=False")
+
+    # ------------------------------------------------------------------ network
+    def _build(self) -> None:
+        cfg, dev = self.config, self.device
+        net_cls = DuelingQNetwork if cfg.dueling else SimpleQNetwork
+        n_actions = self.collector.n_actions
+        self.q_net = net_cls(self.obs_dim, n_actions, cfg.hidden).to(dev)
+        self.q_net_target = copy.deepcopy(self.q_net).requires_grad_(False)
+        self.optimizer = make_adam(self.q_net.parameters(), cfg.learning_rate)
+        self._online = list(self.q_net.parameters())
+        self._targets = list(self.q_net_target.parameters())
+
+    def _modules(self) -> dict[str, torch.nn.Module]:
+        return {"q_net": self.q_net, "q_net_target": self.q_net_target}
+
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"q_net": self.optimizer}
+
+    # ------------------------------------------------------------------ acting
+    def _default_exploration(self) -> Exploration:
+        cfg = self.config
+        return EpsilonGreedy(cfg.exploration_initial_eps, cfg.exploration_final_eps, cfg.exploration_fraction)
+
+    def _act(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.q_net(obs).argmax(-1)   # greedy; the collector's EpsilonGreedy explores
+
+    def _predict(self, obs: torch.Tensor, deterministic: bool) -> np.ndarray:
+        # Greedy either way; exploration belongs to training (SB3 adds epsilon when not deterministic,
+        # which only repeats the training-time randomness).
+        return self.q_net(obs.reshape(obs.shape[0], -1)).argmax(-1).cpu().numpy().astype(np.int64)
+
+    # ------------------------------------------------------------------ target network
+    def _after_collect(self, vector_steps: int) -> None:
+        # SB3's rule: every max(target_update_interval // n_envs, 1) vector steps, counted during
+        # collection. The online network does not change while collecting, so k updates in one
+        # phase equal one Polyak step with 1 - (1 - tau)^k.
+        cfg = self.config
+        every = max(cfg.target_update_interval // self.collector.n_envs, 1)
+        k = self._n_calls // every - (self._n_calls - vector_steps) // every
+        if k > 0:
+            polyak_update(self._online, self._targets, 1.0 - (1.0 - cfg.tau) ** k)
+
+    # ------------------------------------------------------------------ learning
+    @property
+    def beta(self) -> float:
+        """Importance-sampling exponent: beta_start annealed linearly to 1 over the run."""
+        b0 = self.config.beta_start
+        return b0 + (1.0 - b0) * self._progress
+
+    def _train_step(self) -> torch.Tensor:
+        cfg, dev = self.config, self.device
+        seed = int(self.np_rng.integers(0, 2**63 - 1))
+        if cfg.prioritized:
+            b = self.buffer.sample(cfg.batch_size, seed=seed, beta=self.beta)
+        else:
+            b = self.buffer.sample(cfg.batch_size, seed=seed)
+        obs = torch.from_numpy(b["obs"]).to(dev)
+        actions = torch.from_numpy(b["actions"]).to(dev).long()          # [B, 1]
+
+        target_q = self.td_target(b)
+        q = self.q_net(obs).gather(1, actions).squeeze(1)
+        if cfg.prioritized:
+            # Prioritized replay (Schaul et al., 2016): importance-sampling weights correct the bias.
+            weights = torch.from_numpy(b["weights"]).to(dev)
+            loss = (weights * F.smooth_l1_loss(q, target_q, reduction="none")).mean()
+        else:
+            loss = F.smooth_l1_loss(q, target_q)
+        self.optimizer.zero_grad()
+        loss.backward()
+        if cfg.max_grad_norm > 0:
+            torch.nn.utils.clip_grad_norm_(self._online, cfg.max_grad_norm, foreach=True)
+        self.optimizer.step()
+        if cfg.prioritized:
+            td = (q.detach() - target_q).abs().cpu().numpy().astype(np.float64)
+            self.buffer.update_priorities(b["indices"], td)
+        return torch.stack([loss.detach(), q.detach().mean()])
+
+    @torch.no_grad()
+    def td_target(self, batch: dict[str, np.ndarray]) -> torch.Tensor:
+        """The TD target [B] of a sampled batch (``buffer.sample``'s dict, with ``indices``).
+
+        n-step returns (Sutton, 1988; ``n_step > 1``): ``R = sum_{k<m} gamma^k r_{t+k}`` from
+        ``rlox.compute_nstep_targets``, which walks each env's stream in the ring and stops at the
+        episode's end, bootstrapped with ``gamma^m * max_a Q'(s_{t+m}, a)`` (no bootstrap after a
+        termination; a truncated step bootstraps from its true final observation). Double DQN
+        (van Hasselt et al., 2016): the online network picks the action, the target evaluates it.
+        """
+        cfg, dev = self.config, self.device
+        if cfg.n_step > 1:
+            from rlox.buffers import compute_nstep_targets
+
+            returns, boot, discounts = compute_nstep_targets(self.buffer, batch["indices"], cfg.n_step, cfg.gamma,
+                                                             stride=self.collector.n_envs)
+            next_obs = torch.from_numpy(self.buffer.gather(boot, fields=("next_obs",))["next_obs"]).to(dev)
+            returns, discounts = torch.from_numpy(returns).to(dev), torch.from_numpy(discounts).to(dev)
+        else:
+            next_obs = torch.from_numpy(batch["next_obs"]).to(dev)
+            returns = torch.from_numpy(batch["rewards"]).to(dev)
+            discounts = cfg.gamma * (1.0 - torch.from_numpy(batch["terminated"]).to(dev))
+        next_q_target = self.q_net_target(next_obs)
+        if cfg.double_dqn:
+            best = self.q_net(next_obs).argmax(-1, keepdim=True)
+            next_q = next_q_target.gather(1, best).squeeze(1)
+        else:
+            next_q = next_q_target.max(-1).values
+        return returns + discounts * next_q
+
+    def _schedule_metrics(self) -> dict[str, float]:
+        out = {}
+        explore = self.collector.exploration
+        if isinstance(explore, EpsilonGreedy):
+            out["train/epsilon"] = explore.epsilon(self._progress)
+        if self.config.prioritized:
+            out["train/beta"] = self.beta
+        return out
+
+    def export_policy(self) -> dict[str, Any] | None:
+        q_net = self.q_net
+        if isinstance(q_net, DuelingQNetwork):
+            q_net = _dueling_as_sequential(q_net)
+        seq = torch.nn.Sequential(*q_net.net) if isinstance(q_net, SimpleQNetwork) else q_net
+        if len(self.observation_space.shape or ()) > 1:
+            seq = torch.nn.Sequential(torch.nn.Flatten(), *seq)
+        return {"distribution": "greedy", "networks": {"q_net": seq}, "outputs": {"q_values": ["q_net"]}}
+
+
+def _dueling_as_sequential(net: DuelingQNetwork) -> torch.nn.Sequential:
+    """The same function as a dueling network, as Linear/ReLU layers only (for the artifacts):
+    both streams' hidden layers side by side, then one Linear computing V + A - mean A."""
+    trunk = linear_layers(net.trunk) if not isinstance(net.trunk, torch.nn.Identity) else []
+    (v_hidden, v_head), (a_hidden, a_head) = linear_layers(net.value), linear_layers(net.advantage)
+    n = a_head.out_features
+    width = v_hidden.out_features
+    with torch.no_grad():
+        both = torch.nn.Linear(v_hidden.in_features, 2 * width)
+        both.weight.copy_(torch.cat([v_hidden.weight, a_hidden.weight]))
+        both.bias.copy_(torch.cat([v_hidden.bias, a_hidden.bias]))
+        centre = torch.eye(n) - 1.0 / n                       # A - mean A
+        head = torch.nn.Linear(2 * width, n)
+        head.weight.copy_(torch.cat([v_head.weight.expand(n, width), centre @ a_head.weight], dim=1))
+        head.bias.copy_(v_head.bias.expand(n) + centre @ a_head.bias)
+    layers: list[torch.nn.Module] = []
+    for lin in trunk:
+        layers += [copy.deepcopy(lin), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers, both, torch.nn.ReLU(), head)

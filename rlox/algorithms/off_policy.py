@@ -1,0 +1,446 @@
+"""``OffPolicyAlgorithm``: what SAC, TD3 and DQN share.
+
+One *iteration* (what the logger and ``on_update`` see) covers about ``steps_per_iteration``
+env steps, made of cycles of:
+
+1. collection: ``train_freq`` vector steps through ``OffPolicyCollector`` (uniform random
+   actions while ``num_timesteps < learning_starts``), each inserted into the replay buffer
+   with one ``push_batch``;
+2. learning: once ``num_timesteps > learning_starts``, ``gradient_steps`` calls of the
+   subclass's ``_train_step`` (``-1``: as many as env steps were collected).
+
+This is SB3's ``collect_rollouts`` / ``train`` schedule (the same hyperparameters mean the same
+thing), but the loop is chunked so loggers and callbacks run once per iteration, and losses
+stay tensors until the iteration's end (one sync, not one ``.item()`` per gradient step).
+
+The subclass builds its networks in ``_build`` (seeded, without touching torch's global
+generator), acts in ``_act`` and learns in ``_train_step``; the replay buffer, env, seeding,
+save/load (optionally with the buffer) and ``predict`` live here.
+"""
+from __future__ import annotations
+
+import abc
+import math
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlox.algorithms.base import Algorithm, to_numpy_tree
+from rlox.checkpointing import CheckpointError
+from rlox.envs import env_label
+from rlox.errors import RloxWarning
+from rlox.exploration import Exploration
+from rlox.off_policy_collector import OffPolicyCollector
+
+__all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "polyak_update", "buffer_path"]
+
+
+class OffPolicyWarning(RloxWarning):
+    """A setting of an off-policy algorithm does not fit the run (e.g. learning never starts)."""
+
+
+@torch.no_grad()
+def polyak_update(params: Sequence[torch.Tensor], target_params: Sequence[torch.Tensor], tau: float) -> None:
+    """``target <- (1 - tau) * target + tau * params`` for every pair, in one foreach call
+    (Lillicrap et al., 2016; ``tau = 1`` is the hard copy of Mnih et al., 2015)."""
+    if tau >= 1.0:
+        torch._foreach_copy_(list(target_params), list(params))
+    else:
+        torch._foreach_lerp_(list(target_params), list(params), float(tau))
+
+
+def buffer_path(path: str | os.PathLike) -> Path:
+    """Where ``save(path, include_buffer=True)`` writes the replay buffer: ``<path>.buffer.npz``."""
+    return Path(str(path) + ".buffer.npz")
+
+
+class FastAdam(torch.optim.Adam):
+    """``torch.optim.Adam(fused=True)`` with a lean ``step``: one step-count add and one fused
+    kernel call over the parameters' cached state lists, instead of regrouping the tensors in
+    Python on every call (that bookkeeping costs more than the kernel for small networks).
+    ``zero_grad`` sets gradients to None. The state and ``state_dict`` are torch's own, so a
+    checkpoint loads into a plain ``torch.optim.Adam`` too. ``step`` skips torch's per-call
+    profiler wrapper, so optimizer step hooks are not called."""
+
+    def __init__(self, params: Any, lr: float) -> None:
+        super().__init__(params, lr=lr, fused=True)
+        self._lists: list[tuple[list[torch.Tensor], ...]] | None = None
+        self.step = self._lean_step  # type: ignore[method-assign]  # bypasses the class-level wrapper
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self._lists = None
+
+    def _cache(self) -> None:
+        lists = []
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p in self.state]
+            st = [self.state[p] for p in params]
+            lists.append((params, [s["exp_avg"] for s in st], [s["exp_avg_sq"] for s in st], [s["step"] for s in st]))
+        self._lists = lists
+
+    def _lean_step(self, closure: Any = None) -> Any:
+        if self._lists is None or closure is not None:
+            loss = type(self).step(self, closure)
+            self._cache()
+            return loss
+        for group, (params, exp_avgs, exp_avg_sqs, steps) in zip(self.param_groups, self._lists):
+            grads = [p.grad for p in params]
+            if len(params) != len(group["params"]) or any(g is None for g in grads):
+                type(self).step(self)   # a parameter without a gradient: torch's general path
+                self._cache()
+                return None
+            beta1, beta2 = group["betas"]
+            with torch.no_grad():
+                torch._foreach_add_(steps, 1)
+                torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
+                                   lr=group["lr"], beta1=beta1, beta2=beta2,
+                                   weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
+                                   grad_scale=None, found_inf=None)
+        return None
+
+
+def make_adam(params: Any, lr: float) -> torch.optim.Optimizer:
+    """Adam for the off-policy networks: ``FastAdam`` (the fused kernel) where this torch build
+    has it for the parameters' device, else torch's foreach Adam."""
+    params = list(params)
+    if hasattr(torch, "_fused_adam_"):
+        try:
+            return FastAdam(params, lr)
+        except (RuntimeError, ValueError, TypeError):
+            pass
+    return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
+class OffPolicyAlgorithm(Algorithm):
+    """Base of SAC, TD3 and DQN.
+
+    Args:
+        env_id: a gymnasium id, an ``rlox.plugins.ENV_REGISTRY`` name, or a gymnasium env object.
+        seed, callbacks, logger, device: see ``Algorithm``.
+        buffer: a replay buffer to use (``rlox.ReplayBuffer`` or compatible: ``push_batch``,
+            ``sample``, ``__len__``); default: one of ``buffer_size`` made here.
+        collector: an ``OffPolicyCollector`` to use (its env, ``n_envs``, exploration); its buffer
+            must be ``buffer`` when both are given.
+        **config: fields of the algorithm's config dataclass.
+    """
+
+    #: True for algorithms that act in a Discrete space (DQN), False for Box ones (SAC, TD3).
+    discrete_actions: ClassVar[bool] = False
+    #: What to suggest when the action space does not fit.
+    other_family: ClassVar[str] = ""
+    #: Names of the per-gradient-step values ``_train_step`` returns (logged as ``loss/<name>``).
+    metric_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, env_id: Any = "Pendulum-v1", *, seed: int = 0, callbacks: Sequence[Any] | None = None,
+                 logger: Any = None, device: str | torch.device = "cpu", buffer: Any = None,
+                 collector: OffPolicyCollector | None = None, **config: Any) -> None:
+        n_envs_given = "n_envs" in config
+        super().__init__(env_id, seed=seed, callbacks=callbacks, logger=logger, device=device, **config)
+        cfg = self.config
+        if collector is None:
+            collector = OffPolicyCollector(env_id, cfg.n_envs, seed=self.seed)
+        else:
+            if not isinstance(collector, OffPolicyCollector):
+                raise TypeError(f"collector must be an rlox.off_policy_collector.OffPolicyCollector, got "
+                                f"{type(collector).__name__}")
+            if env_label(collector.env_id) != env_label(env_id):
+                raise ValueError(f"the collector steps {env_label(collector.env_id)!r} but env_id is "
+                                 f"{env_label(env_id)!r}; pass the same env to both")
+            if n_envs_given and cfg.n_envs != collector.n_envs:
+                raise ValueError(f"n_envs = {cfg.n_envs} but the collector has {collector.n_envs} envs; "
+                                 f"leave n_envs out when passing a collector")
+            if cfg.n_envs != collector.n_envs:
+                self.config = cfg = cfg.merge({"n_envs": collector.n_envs})
+        self.collector = collector
+        self._check_action_space()
+        self.obs_dim, self.act_dim = collector.obs_dim, collector.act_dim
+        if buffer is None:
+            buffer = collector.buffer
+        elif collector.buffer is not None and collector.buffer is not buffer:
+            raise ValueError("the collector fills a different buffer than buffer=; pass the collector's "
+                             "buffer (or create the collector with buffer=buf)")
+        if buffer is None:
+            buffer = self._make_buffer()
+        else:
+            self._check_buffer(buffer)
+        self.buffer = buffer
+        collector.buffer = buffer
+        if collector.exploration is None:
+            collector.set_exploration(self._default_exploration())
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            self._build()
+        self._n_updates = 0          # gradient steps taken (all runs)
+        self._n_calls = 0            # vector env steps taken (all runs)
+        self._metrics: list[torch.Tensor] = []
+        self._include_buffer = False
+        self._saved_buffer: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------------ subclass interface
+    @abc.abstractmethod
+    def _build(self) -> None:
+        """Create the networks, target networks and optimizers (called under the seed)."""
+
+    @abc.abstractmethod
+    def _act(self, obs: torch.Tensor) -> torch.Tensor:
+        """Exploration-time actions for a batch of observations [n_envs, obs_dim], in policy space
+        (continuous: [n_envs, act_dim] in [-1, 1]; discrete: [n_envs] ints)."""
+
+    @abc.abstractmethod
+    def _train_step(self) -> torch.Tensor:
+        """One gradient step on a sampled batch; returns the detached values of ``metric_names``."""
+
+    @abc.abstractmethod
+    def _modules(self) -> dict[str, torch.nn.Module]:
+        """Every module whose weights are saved (name -> module)."""
+
+    @abc.abstractmethod
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Every optimizer whose state is saved (name -> optimizer)."""
+
+    def _default_exploration(self) -> Exploration | None:
+        """The exploration strategy used when the collector has none (None: the policy explores)."""
+        return None
+
+    def _before_collect(self) -> None:
+        """Hook before each collection phase (SAC draws new gSDE exploration matrices here)."""
+
+    def _after_collect(self, vector_steps: int) -> None:
+        """Hook after each collection phase (DQN updates its target network here)."""
+
+    def _extra_state(self) -> dict[str, Any]:
+        """Tensors or numbers besides modules and optimizers to save (e.g. SAC's log alpha)."""
+        return {}
+
+    def _load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore ``_extra_state``."""
+
+    # ------------------------------------------------------------------ set-up helpers
+    def _check_action_space(self) -> None:
+        space = self.collector.action_space
+        name = type(self).__name__
+        if self.discrete_actions and not isinstance(space, gym.spaces.Discrete):
+            raise ValueError(f"{name} needs a Discrete action space, but {env_label(self.env_id)} has {space}; "
+                             f"{self.other_family}")
+        if not self.discrete_actions:
+            if not isinstance(space, gym.spaces.Box):
+                raise ValueError(f"{name} needs a continuous (Box) action space, but {env_label(self.env_id)} "
+                                 f"has {space}; {self.other_family}")
+            if not self.collector.bounded:
+                raise ValueError(f"{name} squashes actions into the action bounds, but {env_label(self.env_id)}'s "
+                                 f"action space {space} is unbounded; wrap the env with "
+                                 f"gymnasium.wrappers.ClipAction / RescaleAction to give it finite bounds")
+
+    def _buffer_capacity(self) -> int:
+        return int(self.config.buffer_size)
+
+    def _make_buffer(self) -> Any:
+        from rlox.buffers import ReplayBuffer
+
+        return ReplayBuffer(self._buffer_capacity(), obs_dim=self.obs_dim, act_dim=self.act_dim,
+                            seed=self._substream_seed(1))
+
+    def _check_buffer(self, buffer: Any) -> None:
+        for method in ("push_batch", "sample", "__len__"):
+            if not callable(getattr(buffer, method, None)):
+                raise TypeError(f"buffer must have push_batch, sample and __len__ (e.g. rlox.ReplayBuffer), "
+                                f"got {type(buffer).__name__} without {method}")
+        for attr, want in (("obs_dim", self.obs_dim), ("act_dim", self.act_dim)):
+            have = getattr(buffer, attr, None)
+            if have is not None and int(have) != want:
+                raise ValueError(f"buffer has {attr}={have}, but {env_label(self.env_id)} needs {attr}={want}")
+
+    def _substream_seed(self, k: int) -> int:
+        """A seed for sub-stream ``k`` derived from the algorithm's seed (independent streams)."""
+        return int(np.random.SeedSequence([self.seed & 0xFFFFFFFFFFFFFFFF, k]).generate_state(1, np.uint64)[0] >> 1)
+
+    # ------------------------------------------------------------------ spaces and inference
+    @property
+    def observation_space(self) -> gym.Space:
+        return self.collector.observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        return self.collector.action_space
+
+    @property
+    def n_envs(self) -> int:
+        return self.collector.n_envs
+
+    def _policy_numpy(self, obs: np.ndarray) -> np.ndarray:
+        """The collector's view of ``_act``: NumPy in, NumPy out, no autograd."""
+        with torch.inference_mode():
+            return self._act(torch.from_numpy(obs).to(self.device)).cpu().numpy()
+
+    def scale_actions(self, actions: np.ndarray) -> np.ndarray:
+        """Policy-space actions in [-1, 1] -> the env's bounds, [B, *action_shape] float32."""
+        space = self.action_space
+        low = np.asarray(space.low, dtype=np.float32).reshape(-1)
+        high = np.asarray(space.high, dtype=np.float32).reshape(-1)
+        a = np.asarray(actions, dtype=np.float32).reshape(-1, low.shape[0])
+        out = low + (a + 1.0) * 0.5 * (high - low)
+        return np.clip(out, low, high).reshape(-1, *space.shape).astype(np.float32)
+
+    # ------------------------------------------------------------------ the loop
+    @property
+    def _progress(self) -> float:
+        """Fraction of the current run done (0 -> 1), for exploration schedules."""
+        return 1.0 - self.progress_remaining
+
+    def _before_training(self) -> None:
+        if self.config.learning_starts >= self._run_end:
+            warnings.warn(f"{type(self).__name__}: learning_starts = {self.config.learning_starts} is not below "
+                          f"the run's end at step {self._run_end}, so no gradient step will be taken; lower "
+                          f"learning_starts or train for more steps", OffPolicyWarning, stacklevel=3)
+
+    def _iteration(self) -> tuple[dict[str, Any], bool]:
+        cfg = self.config
+        n_envs = self.collector.n_envs
+        target = min(self._run_end, self.num_timesteps + cfg.steps_per_iteration)
+        keep_going = self.callbacks.on_rollout_start()
+        on_step = None
+        if self.callbacks.needs_step:
+            def on_step() -> bool:
+                # Callbacks see the step counter move with every vector step.
+                self.num_timesteps += n_envs
+                return self.callbacks.on_step()
+        t_env = t_learn = 0.0
+        span = max(self._run_end - self._run_start, 1)
+        while keep_going and self.num_timesteps < target:
+            # 1. Collect train_freq vector steps (fewer at the end of the run); SB3's schedule:
+            #    uniform random actions while num_timesteps < learning_starts, exploration
+            #    progress advancing with every step.
+            remaining = math.ceil((self._run_end - self.num_timesteps) / n_envs)
+            n_random = max(0, math.ceil((cfg.learning_starts - self.num_timesteps) / n_envs))
+            t0 = time.perf_counter()
+            self._before_collect()
+            start = self.num_timesteps
+            result = self.collector.collect(
+                self._policy_numpy, min(cfg.train_freq, remaining), random_steps=n_random,
+                progress=self._progress, progress_step=n_envs / span, on_step=on_step)
+            self.num_timesteps = start + result.steps * n_envs
+            self._n_calls += result.steps
+            self.record_episodes(result.episode_returns, result.episode_lengths)
+            self._after_collect(result.steps)
+            t1 = time.perf_counter()
+            t_env += t1 - t0
+            if result.stopped:
+                keep_going = False
+            # 2. Learn (SB3: after learning_starts env steps, on a non-empty buffer).
+            if self.num_timesteps > cfg.learning_starts and len(self.buffer) > 0 and result.steps:
+                n_grad = cfg.gradient_steps if cfg.gradient_steps >= 0 else result.steps * n_envs
+                for _ in range(n_grad):
+                    self._metrics.append(self._train_step())
+                    self._n_updates += 1
+                t_learn += time.perf_counter() - t1
+        self.time_phase("env_step", t_env)
+        self.time_phase("gradient_update", t_learn)
+        rollout = {"train/mean_reward": self.mean_reward, "train/episodes": self.episodes,
+                   "train/buffer_size": len(self.buffer)}
+        keep_going = self.callbacks.on_rollout_end(rollout) and keep_going
+        metrics = {**rollout, **self._flush_metrics(), "train/n_updates": self._n_updates,
+                   "time/env_step": t_env, "time/gradient_update": t_learn}
+        metrics.update(self._schedule_metrics())
+        return metrics, keep_going
+
+    def _schedule_metrics(self) -> dict[str, float]:
+        """Scalars to log each iteration besides the losses (epsilon, alpha, ...)."""
+        return {}
+
+    def _flush_metrics(self) -> dict[str, float]:
+        """Means of the iteration's per-step metric tensors (one sync), namespaced ``loss/``."""
+        if not self._metrics:
+            return {}
+        means = torch.stack(self._metrics).float().nanmean(0).tolist()
+        self._metrics.clear()
+        return {f"loss/{name}": float(v) for name, v in zip(self.metric_names, means)}
+
+    # ------------------------------------------------------------------ persistence
+    def _state_dict(self) -> dict[str, Any]:
+        state = {
+            "modules": {k: m.state_dict() for k, m in self._modules().items()},
+            "optimizers": {k: opt.state_dict() for k, opt in self._optimizers().items()},
+            "extra": self._extra_state(),
+            "collector": self.collector.state_dict(),
+            "updates": {"n_updates": self._n_updates, "n_calls": self._n_calls},
+            "buffer": {"included": bool(self._include_buffer), "len": int(len(self.buffer)),
+                       "class": type(self.buffer).__name__},
+        }
+        return state
+
+    def _load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for k, m in self._modules().items():
+            m.load_state_dict(state["modules"][k])
+        for k, opt in self._optimizers().items():
+            opt.load_state_dict(state["optimizers"][k])
+        self._load_extra_state(state.get("extra", {}))
+        self.collector.load_state_dict(to_numpy_tree(state["collector"]))
+        self._n_updates = int(state["updates"]["n_updates"])
+        self._n_calls = int(state["updates"]["n_calls"])
+        self._saved_buffer = dict(state.get("buffer") or {})
+
+    def save(self, path: str | os.PathLike, include_buffer: bool = False) -> None:
+        """Write the full training state to ``path`` (see ``Algorithm.save``).
+
+        Args:
+            include_buffer: also write the replay buffer to ``<path>.buffer.npz`` (the buffer's own
+                NumPy format, no pickle, written atomically), so ``load`` resumes training exactly.
+                Without it a stale buffer file beside ``path`` is removed, and a loaded model
+                starts from an empty buffer.
+        """
+        bpath = buffer_path(path)
+        if include_buffer:
+            save = getattr(self.buffer, "save", None)
+            if not callable(save):
+                raise TypeError(f"include_buffer=True needs a buffer with save/load; "
+                                f"{type(self.buffer).__name__} has none")
+            tmp = bpath.with_name(f".{bpath.name[:-4]}.{os.getpid()}.tmp.npz")
+            try:
+                save(str(tmp))
+                os.replace(tmp, bpath)
+            finally:
+                if tmp.exists():
+                    tmp.unlink()
+        self._include_buffer = bool(include_buffer)
+        try:
+            super().save(path)
+        finally:
+            self._include_buffer = False
+        if not include_buffer and bpath.exists():
+            bpath.unlink()
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, env_id: Any = None, *, device: str | torch.device = "cpu",
+             callbacks: Sequence[Any] | None = None, logger: Any = None) -> "OffPolicyAlgorithm":
+        """Rebuild a model from ``save``'s file; the replay buffer too when it was saved with it
+        (``include_buffer=True``), else the model starts with an empty buffer."""
+        algo = super().load(path, env_id, device=device, callbacks=callbacks, logger=logger)
+        info = algo._saved_buffer or {}
+        if info.get("included"):
+            bpath = buffer_path(path)
+            if not bpath.is_file():
+                raise CheckpointError(f"{str(path)!r} was saved with its replay buffer, but {str(bpath)!r} is "
+                                      f"missing; copy it beside the checkpoint")
+            buf_cls = type(algo.buffer)
+            if buf_cls.__name__ != info.get("class"):
+                raise CheckpointError(f"{str(bpath)!r} holds a {info.get('class')}, but the model uses a "
+                                      f"{buf_cls.__name__}")
+            buf = buf_cls.load(str(bpath))
+            if len(buf) != int(info["len"]):
+                raise CheckpointError(f"{str(bpath)!r} holds {len(buf)} transitions but the checkpoint was "
+                                      f"saved with {info['len']}; the two files are from different saves")
+            algo.buffer = buf
+            algo.collector.buffer = buf
+        return algo

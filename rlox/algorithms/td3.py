@@ -1,0 +1,136 @@
+"""Twin Delayed DDPG (Fujimoto, van Hoof & Meger, 2018, "Addressing Function Approximation
+Error in Actor-Critic Methods").
+
+    from rlox.algorithms import TD3
+    td3 = TD3(env_id="Pendulum-v1", policy_delay=2, target_noise=0.2, noise_clip=0.5,
+              exploration_noise=0.1)
+    td3.train(total_timesteps=20_000)
+
+Reading order: config (``rlox.config.TD3Config``), networks (``_build``), exploration
+(``_default_exploration``: Gaussian or Ornstein-Uhlenbeck noise on the deterministic action),
+one gradient step (``_train_step``: clipped double-Q critics with target policy smoothing, then
+the delayed actor and target updates). The update is SB3's TD3, step for step; the twin critics
+run as one batched network and the actor loss does not compute gradients for the critic weights.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlox.algorithms.off_policy import OffPolicyAlgorithm, make_adam, polyak_update
+from rlox.config import TD3Config
+from rlox.exploration import Exploration, GaussianNoise, OrnsteinUhlenbeckNoise
+from rlox.networks import DeterministicPolicy, TwinQNetwork
+
+__all__ = ["TD3"]
+
+
+class TD3(OffPolicyAlgorithm):
+    """TD3: deterministic actor, twin critics, delayed policy updates, target policy smoothing.
+
+    Args: see ``OffPolicyAlgorithm`` and ``rlox.config.TD3Config`` (``policy_delay``,
+    ``target_noise``, ``noise_clip``, ``exploration_noise``, ``noise_type``, ...).
+    """
+
+    name = "td3"
+    config_class = TD3Config
+    other_family = "SAC and TD3 are for continuous actions: use DQN (or PPO/A2C) for discrete ones"
+    metric_names = ("critic_loss", "actor_loss")
+
+    # ------------------------------------------------------------------ networks
+    def _build(self) -> None:
+        cfg, dev = self.config, self.device
+        # The actor acts in [-1, 1]; the collector rescales to the env's bounds.
+        self.actor = DeterministicPolicy(self.obs_dim, self.act_dim, cfg.hidden, max_action=1.0).to(dev)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic = TwinQNetwork(self.obs_dim, self.act_dim, cfg.hidden, n_critics=2).to(dev)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.actor_optimizer = make_adam(self.actor.parameters(), cfg.learning_rate)
+        self.critic_optimizer = make_adam(self.critic.parameters(), cfg.learning_rate)
+        self._online = list(self.critic.parameters()) + list(self.actor.parameters())
+        self._targets = list(self.critic_target.parameters()) + list(self.actor_target.parameters())
+
+    def _modules(self) -> dict[str, torch.nn.Module]:
+        return {"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
+                "critic_target": self.critic_target}
+
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
+
+    # ------------------------------------------------------------------ acting
+    def _default_exploration(self) -> Exploration:
+        cfg = self.config
+        if cfg.noise_type == "ornstein-uhlenbeck":
+            return OrnsteinUhlenbeckNoise(sigma=cfg.exploration_noise)
+        return GaussianNoise(sigma=cfg.exploration_noise)
+
+    def _act(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.actor(obs)   # the exploration noise is added by the collector
+
+    def _predict(self, obs: torch.Tensor, deterministic: bool) -> np.ndarray:
+        # The policy is deterministic; predict returns its action either way (as SB3's TD3).
+        return self.scale_actions(self.actor(obs.reshape(obs.shape[0], -1)).cpu().numpy())
+
+    # ------------------------------------------------------------------ learning
+    def _train_step(self) -> torch.Tensor:
+        cfg = self.config
+        b = self.buffer.sample(cfg.batch_size, seed=int(self.np_rng.integers(0, 2**63 - 1)))
+        dev = self.device
+        obs = torch.from_numpy(b["obs"]).to(dev)
+        actions = torch.from_numpy(b["actions"]).to(dev)
+        rewards = torch.from_numpy(b["rewards"]).to(dev)
+        next_obs = torch.from_numpy(b["next_obs"]).to(dev)
+        # Only termination stops the bootstrap; a truncated step bootstraps from its true final obs.
+        not_done = 1.0 - torch.from_numpy(b["terminated"]).to(dev)
+
+        # 1. Critics. Target policy smoothing (sec. 5.3): clipped Gaussian noise on the target
+        #    action; clipped double Q (sec. 4.2): the smaller of the two target critics.
+        target_q = self.td_target(rewards, not_done, next_obs)
+        current_q = self.critic(obs, actions)                              # [2, B]
+        # MSE_1 + MSE_2 (SB3's TD3 critic loss) == 2 * the mean over both critics.
+        critic_loss = F.mse_loss(current_q, target_q.expand_as(current_q)) * current_q.shape[0]
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
+
+        # 2. Delayed policy update (sec. 5.2): the actor and all targets every policy_delay steps;
+        #    the actor ascends Q1 through the critic's input only.
+        if (self._n_updates + 1) % cfg.policy_delay == 0:
+            actor_loss = -self.critic.q1(obs, self.actor(obs), detach_params=True).mean()
+            self.actor_optimizer.zero_grad()
+            actor_loss.backward()
+            self.actor_optimizer.step()
+            polyak_update(self._online, self._targets, cfg.tau)
+            actor_value = actor_loss.detach()
+        else:
+            actor_value = torch.full((), float("nan"), device=dev)
+        return torch.stack([critic_loss.detach(), actor_value])
+
+    @torch.no_grad()
+    def td_target(self, rewards: torch.Tensor, not_done: torch.Tensor, next_obs: torch.Tensor) -> torch.Tensor:
+        """The TD target [B]: ``r + gamma * (1 - terminated) * min_i Q'_i(s', a')`` with the smoothed
+        target action ``a' = clip(pi'(s') + clip(N(0, target_noise^2), -noise_clip, noise_clip), -1, 1)``."""
+        cfg = self.config
+        next_actions = self.actor_target(next_obs)
+        noise = torch.randn(next_actions.shape, generator=self.torch_gen).to(next_actions.device) * cfg.target_noise
+        next_actions = (next_actions + noise.clamp(-cfg.noise_clip, cfg.noise_clip)).clamp(-1.0, 1.0)
+        next_q = self.critic_target(next_obs, next_actions).min(0).values
+        return rewards + not_done * cfg.gamma * next_q
+
+    def export_policy(self) -> dict[str, Any] | None:
+        # The actor acts in [-1, 1]; a last diagonal Linear maps it onto the env's bounds exactly.
+        space = self.action_space
+        low = torch.as_tensor(np.asarray(space.low, dtype=np.float32).reshape(-1))
+        high = torch.as_tensor(np.asarray(space.high, dtype=np.float32).reshape(-1))
+        rescale = torch.nn.Linear(self.act_dim, self.act_dim)
+        with torch.no_grad():
+            rescale.weight.copy_(torch.diag((high - low) / 2))
+            rescale.bias.copy_((high + low) / 2)
+        actor = torch.nn.Sequential(*self.actor.net, torch.nn.Tanh(), rescale)
+        if len(self.observation_space.shape or ()) > 1:
+            actor = torch.nn.Sequential(torch.nn.Flatten(), *actor)
+        return {"distribution": "deterministic", "networks": {"actor": actor}, "outputs": {"action": ["actor"]}}
