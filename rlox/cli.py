@@ -1,6 +1,7 @@
 """Command line: ``python -m rlox train|eval|list`` (also the ``rlox`` console script).
 
     rlox train --algo ppo --env CartPole-v1 --timesteps 100000 [--seed 0] [--config f.yaml] [--save m.pt]
+    rlox train --config experiment.yaml          (rlox.runner.train_from_config; flags override the file)
     rlox eval  --algo ppo --checkpoint m.pt --env CartPole-v1 --episodes 10
     rlox list
 
@@ -17,9 +18,9 @@ from typing import Any, Sequence
 
 __all__ = ["main", "build_parser"]
 
-# Top-level keys of an experiment file (``--config``); any other top-level key is either a
-# config field (the file is then a plain config mapping) or, next to these, an error.
-EXPERIMENT_KEYS = ("algorithm", "env", "total_timesteps", "seed", "config", "preset")
+# A ``--config`` file holding none of these keys is a plain mapping of algorithm config fields;
+# otherwise it is an experiment file (``rlox.config.TrainingConfig``: unknown keys are an error).
+PLAIN_FILE_MARKERS = ("algorithm", "env", "config", "total_timesteps")
 
 
 class CLIError(Exception):
@@ -37,8 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--env", help="env id, e.g. CartPole-v1 (default: from --config, else CartPole-v1)")
     tr.add_argument("--timesteps", type=int, help="total env steps (default: from --config, else 100000)")
     tr.add_argument("--seed", type=int, help="random seed (default: from --config, else 0)")
-    tr.add_argument("--config", help="YAML file: config fields, or an experiment file with keys "
-                                     + ", ".join(EXPERIMENT_KEYS))
+    tr.add_argument("--config", help="YAML file: config fields, or an experiment file "
+                                     "(rlox.config.TrainingConfig: algorithm, env, total_timesteps, seed, "
+                                     "config, logger, callbacks, wrappers, artifacts_dir, ...)")
     tr.add_argument("--save", help="write the checkpoint here after training")
     tr.add_argument("--no-preset", action="store_true", help="ignore the tuned preset for (algo, env)")
     tr.add_argument("--eval-episodes", type=int, default=0,
@@ -54,51 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="list algorithms, envs and plugins")
     return parser
-
-
-def _load_yaml(path: str) -> dict[str, Any]:
-    import yaml
-
-    p = Path(path)
-    if not p.is_file():
-        raise CLIError(f"config file {path!r} does not exist")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CLIError(f"config file {path!r} is not valid YAML: {first}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise CLIError(f"config file {path!r} must hold a mapping, got {type(data).__name__}")
-    return data
-
-
-def _number(value: Any) -> Any:
-    """YAML 1.1 reads ``3e-4`` and ``100_000`` as strings; turn such strings into numbers."""
-    if isinstance(value, str):
-        text = value.replace("_", "")
-        for conv in (int, float):
-            try:
-                return conv(text)
-            except ValueError:
-                pass
-    return value
-
-
-def _split_config_file(data: dict[str, Any], path: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(experiment settings, algorithm config) from a ``--config`` file."""
-    if not any(k in data for k in ("algorithm", "env", "config", "total_timesteps")):
-        return {}, {k: _number(v) for k, v in data.items()}
-    unknown = sorted(set(data) - set(EXPERIMENT_KEYS))
-    if unknown:
-        raise CLIError(f"config file {path!r} has unknown top-level keys {unknown}; "
-                       f"allowed: {list(EXPERIMENT_KEYS)}")
-    cfg = data.get("config") or {}
-    if not isinstance(cfg, dict):
-        raise CLIError(f"config file {path!r}: 'config' must be a mapping, got {type(cfg).__name__}")
-    exp = {k: _number(v) for k, v in data.items() if k != "config"}
-    return exp, {k: _number(v) for k, v in cfg.items()}
 
 
 def _check_env(env: str) -> None:
@@ -122,25 +79,37 @@ def _check_env(env: str) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from rlox.trainer import Trainer
+    # One implementation of experiment files: rlox.runner / rlox.config.TrainingConfig; the
+    # command-line flags override the file's settings.
+    from rlox.config import TrainingConfig
+    from rlox.runner import load_yaml, train_from_config
 
-    exp, cfg = _split_config_file(_load_yaml(args.config), args.config) if args.config else ({}, {})
-    algo = args.algo or exp.get("algorithm") or "ppo"
-    env = args.env or exp.get("env") or "CartPole-v1"
-    steps = args.timesteps if args.timesteps is not None else int(exp.get("total_timesteps", 100_000))
-    seed = args.seed if args.seed is not None else int(exp.get("seed", 0))
-    preset = not args.no_preset and bool(exp.get("preset", True))
-    if steps < 1:
-        raise CLIError(f"--timesteps must be >= 1, got {steps}")
-    _check_env(env)
-    trainer = Trainer(algo, env=env, seed=seed, config=cfg, preset=preset)
-    metrics = trainer.train(total_timesteps=steps)
-    print(f"trained {algo} on {env}: {int(metrics.get('timesteps', steps))} steps, "
+    if args.timesteps is not None and args.timesteps < 1:
+        raise CLIError(f"--timesteps must be >= 1, got {args.timesteps}")
+    data = load_yaml(args.config) if args.config else {}
+    if data and not any(k in data for k in PLAIN_FILE_MARKERS):
+        data = {"config": data}  # a plain file of algorithm config fields
+    exp = dict(data)
+    for key, value in (("algorithm", args.algo), ("env", args.env), ("total_timesteps", args.timesteps),
+                       ("seed", args.seed), ("save_path", args.save)):
+        if value is not None:
+            exp[key] = value
+    exp.setdefault("algorithm", "ppo")
+    exp.setdefault("env", "CartPole-v1")
+    exp.setdefault("total_timesteps", 100_000)
+    if args.no_preset:
+        exp["preset"] = False
+    cfg = TrainingConfig.from_dict(exp, source=f"config file {args.config!r}" if args.config else "command line")
+    if isinstance(cfg.env, str):
+        _check_env(cfg.env)
+    metrics, trainer = train_from_config(cfg, return_trainer=True)
+    print(f"trained {cfg.algorithm} on {cfg.env}: {int(metrics.get('timesteps', cfg.total_timesteps))} steps, "
           f"{int(metrics.get('episodes', 0))} episodes, mean_reward {metrics.get('mean_reward', math.nan):.2f}, "
           f"{metrics.get('sps', math.nan):,.0f} steps/s")
-    if args.save:
-        trainer.save(args.save)
-        print(f"saved checkpoint to {args.save}")
+    if cfg.save_path:
+        print(f"saved checkpoint to {cfg.save_path}")
+    if cfg.artifacts_dir:
+        print(f"wrote training artifacts to {cfg.artifacts_dir}")
     if args.eval_episodes:
         res = trainer.evaluate(n_episodes=args.eval_episodes, deterministic=True)
         print(f"eval: {res['mean_reward']:.2f} +- {res['std_reward']:.2f} over {res['n_episodes']} episodes")

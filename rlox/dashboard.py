@@ -355,7 +355,7 @@ class TerminalDashboard(Callback):
         transient: clear the display when training ends.
     """
 
-    def __init__(self, console: Any = None, refresh_per_second: float = 4.0, history: int = 60,
+    def __init__(self, console: Any = None, refresh_per_second: float = 2.0, history: int = 60,
                  transient: bool = False) -> None:
         super().__init__()
         if not (isinstance(refresh_per_second, (int, float)) and refresh_per_second > 0):

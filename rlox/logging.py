@@ -67,9 +67,15 @@ def scalar_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     """The entries of ``metrics`` that are single numbers, as floats (others dropped)."""
     out = {}
     for k, v in metrics.items():
-        s = _scalar(v)
-        if s is not None:
-            out[str(k)] = s
+        t = type(v)
+        if t is float:                      # the common case, without the ABC check
+            out[k] = v
+        elif t is int:
+            out[k] = float(v)
+        else:
+            s = _scalar(v)
+            if s is not None:
+                out[str(k)] = s
     return out
 
 
@@ -153,10 +159,45 @@ def _crc32c_table() -> list[int]:
 _CRC_TABLE = _crc32c_table()
 
 
+# CRC-32C with NumPy. The CRC register is linear over GF(2): starting from register 0, the
+# register after a block of r bytes b_0..b_{r-1} is XOR_i A[r-1-i][b_i], where A[k][b] is the
+# register after byte b followed by k zero bytes (A[0] is the usual byte table). A register
+# carried in from earlier blocks acts like XOR-ing its 4 bytes into the block's first 4 bytes.
+# So each block of up to 256 bytes is one gather and one XOR-reduce instead of a Python loop.
+_BLOCK = 256
+_A: np.ndarray | None = None
+_ROWS = np.arange(_BLOCK - 1, -1, -1)
+
+
+def _crc_blocks() -> np.ndarray:
+    global _A
+    if _A is None:
+        t0 = np.asarray(_CRC_TABLE, dtype=np.uint32)
+        a = np.empty((_BLOCK, 256), dtype=np.uint32)
+        a[0] = t0
+        for k in range(1, _BLOCK):
+            a[k] = (a[k - 1] >> 8) ^ t0[a[k - 1] & 0xFF]
+        _A = a
+    return _A
+
+
 def _crc32c(data: bytes) -> int:
-    crc, table = 0xFFFFFFFF, _CRC_TABLE
-    for b in data:
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    """CRC-32C (Castagnoli) of ``data``."""
+    crc, n = 0xFFFFFFFF, len(data)
+    if n < 32:
+        for b in data:
+            crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+        return crc ^ 0xFFFFFFFF
+    a, arr = _crc_blocks(), np.frombuffer(data, dtype=np.uint8)
+    start = 0
+    while n - start >= 4:
+        block = arr[start:start + _BLOCK].copy()
+        r = block.size
+        block[:4] ^= np.frombuffer(crc.to_bytes(4, "little"), dtype=np.uint8)
+        crc = int(np.bitwise_xor.reduce(a[_ROWS[_BLOCK - r:], block]))
+        start += r
+    for b in data[start:]:
+        crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
 
 
@@ -185,6 +226,18 @@ def _field_bytes(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
+_VALUE_PREFIX: dict[str, bytes] = {}
+
+
+def _value_prefix(tag: str) -> bytes:
+    """Everything of a Summary.Value entry before its 4 float bytes (cached per tag)."""
+    prefix = _VALUE_PREFIX.get(tag)
+    if prefix is None:
+        body = _field_bytes(1, tag.encode())
+        prefix = _VALUE_PREFIX[tag] = _varint(1 << 3 | 2) + _varint(len(body) + 5) + body + b"\x15"
+    return prefix
+
+
 def _event(wall_time: float, step: int, *, file_version: str | None = None,
            scalars: Iterable[tuple[str, float]] = ()) -> bytes:
     """A serialised ``tensorflow.Event`` protobuf: wall_time (1, double), step (2, int64),
@@ -193,8 +246,8 @@ def _event(wall_time: float, step: int, *, file_version: str | None = None,
     out = b"\x09" + struct.pack("<d", wall_time) + b"\x10" + _varint(int(step))
     if file_version is not None:
         out += _field_bytes(3, file_version.encode())
-    values = b"".join(_field_bytes(1, _field_bytes(1, tag.encode()) + b"\x15" + struct.pack("<f", value))
-                      for tag, value in scalars)
+    pack = struct.Struct("<f").pack
+    values = b"".join([_value_prefix(tag) + pack(value) for tag, value in scalars])
     if values:
         out += _field_bytes(5, values)
     return out
@@ -372,29 +425,34 @@ class CSVLogger(LoggerCallback):
         super().__init__()
         self.path = Path(path)
         self.columns: list[str] = []
+        self._known: set[str] = set()
         self._rows: list[dict[str, float]] = []
         self._fh: io.TextIOBase | None = None
         self._writer: Any = None
+
+    def _line(self, row: Mapping[str, float]) -> list[Any]:
+        return [row["step"], *[row.get(c, "") for c in self.columns]]
 
     def _open(self, rewrite: bool) -> None:
         if self._fh is not None:
             self._fh.close()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "w", newline="")
-        self._writer = csv.DictWriter(self._fh, fieldnames=["step", *self.columns], restval="")
-        self._writer.writeheader()
+        self._writer = csv.writer(self._fh)
+        self._writer.writerow(["step", *self.columns])
         if rewrite:
-            self._writer.writerows(self._rows)
+            self._writer.writerows(self._line(r) for r in self._rows)
 
     def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
-        row = scalar_metrics(metrics)
-        new = [k for k in row if k not in self.columns]
-        row["step"] = int(step)
-        if new or self._fh is None:
+        row: dict[str, Any] = scalar_metrics(metrics)
+        if self._fh is None or len(row) > len(self._known) or not self._known.issuperset(row):
+            new = [k for k in row if k not in self._known]
             self.columns.extend(new)
+            self._known.update(new)
             self._open(rewrite=bool(self._rows))
+        row["step"] = int(step)
         self._rows.append(row)
-        self._writer.writerow(row)
+        self._writer.writerow(self._line(row))
 
     def flush(self) -> None:
         if self._fh is not None:

@@ -75,10 +75,15 @@ class Trainer:
         wrappers: vector-env wrappers (e.g. ``VecNormalize``), passed to the algorithm.
         preset: use the tuned preset for known (algorithm, env) pairs (default True).
         device: torch device string.
+        artifacts_dir: write training artifacts there (``rlox.artifacts.TrainingArtifacts``: the
+            best ``actor.safetensors``, ``inference.yaml``, ``evaluations.csv``, ...).
+        eval_freq: env steps between the artifacts' evaluations (default: 20 per run).
+        eval_episodes: episodes per evaluation of the artifacts (default 5).
         **kwargs: more config fields (merged over ``config``).
 
     Attributes:
-        algo: the algorithm instance; ``config``: the merged config dict actually used.
+        algo: the algorithm instance; ``config``: the merged config dict actually used;
+        ``artifacts``: the ``TrainingArtifacts`` callback (None without ``artifacts_dir``).
     """
 
     algorithm: ClassVar[str | None] = None
@@ -86,7 +91,8 @@ class Trainer:
     def __init__(self, algorithm: str | None = None, env: Any = "CartPole-v1", *, seed: int = 0,
                  config: Mapping[str, Any] | Any | None = None, callbacks: Sequence[Any] | None = None,
                  logger: Any = None, wrappers: Sequence[Any] | None = None, preset: bool = True,
-                 device: str = "cpu", **kwargs: Any) -> None:
+                 device: str = "cpu", artifacts_dir: str | Path | None = None, eval_freq: int | None = None,
+                 eval_episodes: int = 5, **kwargs: Any) -> None:
         name = algorithm if algorithm is not None else type(self).algorithm
         if name is None:
             raise TypeError("Trainer needs an algorithm name, e.g. Trainer('ppo', env='CartPole-v1')")
@@ -116,6 +122,13 @@ class Trainer:
             extra["wrappers"] = self.wrappers
         self.algo = algo_cls(env, seed=seed, callbacks=self.callbacks, logger=logger, device=device,
                              **extra, **merged)
+        self.artifacts: Any = None
+        if artifacts_dir is not None:
+            # Runs after the user's callbacks; trainer.callbacks stays the list given.
+            from rlox.artifacts import TrainingArtifacts
+
+            self.artifacts = TrainingArtifacts(artifacts_dir, eval_freq=eval_freq, n_eval_episodes=eval_episodes)
+            self.algo.callbacks.append(self.artifacts)
 
     @staticmethod
     def _user_config(config: Any) -> dict[str, Any]:
@@ -142,11 +155,17 @@ class Trainer:
         self.callbacks = list(getattr(getattr(algo, "callbacks", None), "callbacks", None) or [])
         self.logger = getattr(algo, "logger", None)
         self.wrappers = []
+        self.artifacts = None
         return self
 
-    def train(self, total_timesteps: int) -> dict[str, Any]:
+    def train(self, total_timesteps: int | None = None, *, resume: bool = False) -> dict[str, Any]:
         """Train for ``total_timesteps`` env steps; returns the algorithm's metrics
-        (at least ``mean_reward``, ``episodes``, ``timesteps``, ``sps``)."""
+        (at least ``mean_reward``, ``episodes``, ``timesteps``, ``sps``).
+
+        ``resume=True`` (without ``total_timesteps``) continues the run a checkpoint was saved
+        in (``Trainer.from_checkpoint``) to its original end, exactly."""
+        if resume:
+            return self.algo.train(resume=True)
         return self.algo.train(total_timesteps=total_timesteps)
 
     def predict(self, obs: Any, deterministic: bool = False) -> Any:

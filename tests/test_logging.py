@@ -42,9 +42,22 @@ def test_console_logger_shows_evaluations():
         ConsoleLogger(log_interval=0)
 
 
-def test_crc32c_known_vector():
+def test_crc32c_known_vector_and_bytewise_reference():
     assert _crc32c(b"123456789") == 0xE3069283        # the standard CRC-32C check value
     assert _crc32c(b"") == 0
+
+    def bytewise(data):                                # bit by bit, polynomial 0x82F63B78 (reflected)
+        crc = 0xFFFFFFFF
+        for b in data:
+            crc ^= b
+            for _ in range(8):
+                crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        return crc ^ 0xFFFFFFFF
+
+    rng = np.random.default_rng(0)
+    for n in list(range(0, 40)) + [255, 256, 257, 258, 259, 260, 377, 513, 1024]:
+        data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        assert _crc32c(data) == bytewise(data), n
 
 
 def test_tensorboard_event_files_read_back(tmp_path):
