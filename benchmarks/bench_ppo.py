@@ -59,6 +59,8 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
         gae_lambda=cfg.get("gae_lambda", 0.95),
         learning_rate=sched(cfg.get("learning_rate", 2.5e-4), cfg.get("anneal_lr", True)),
         clip_range=sched(cfg.get("clip_eps", 0.2), cfg.get("anneal_clip", False)),
+        clip_range_vf=(sched(cfg.get("clip_eps", 0.2), cfg.get("anneal_clip", False))
+                       if cfg.get("clip_vloss", True) else None),
         ent_coef=cfg.get("ent_coef", 0.01), vf_coef=cfg.get("vf_coef", 0.5),
         max_grad_norm=cfg.get("max_grad_norm", 0.5),
         use_sde=bool(cfg.get("use_sde", False)), sde_sample_freq=cfg.get("sde_sample_freq", -1),

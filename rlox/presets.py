@@ -13,6 +13,9 @@ The values are RL Baselines3 Zoo's published settings (``hyperparams/ppo.yml`` a
     ent_coef, vf_coef    ent_coef, vf_coef
     max_grad_norm        max_grad_norm
     normalize: true      normalize_obs=True, normalize_rewards=True (VecNormalize defaults)
+    (no clip_range_vf)   clip_vloss=False: SB3 does not clip the value loss by default, and the
+                         zoo tuned without it (with returns of -100s, as on Pendulum, a value
+                         clipped to +-0.2 per update cannot follow them)
 
 The zoo's ``use_sde``, ``sde_sample_freq`` and ``policy_kwargs`` (``log_std_init``,
 ``ortho_init``) map to the config fields of the same names. A preset is merged *under* the
@@ -35,7 +38,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("ppo", "CartPole-v1"): {
         "n_envs": 8, "n_steps": 32, "batch_size": 256, "n_epochs": 20,
         "gamma": 0.98, "gae_lambda": 0.8, "learning_rate": 1e-3, "anneal_lr": True,
-        "clip_eps": 0.2, "anneal_clip": True, "ent_coef": 0.0,
+        "clip_eps": 0.2, "anneal_clip": True, "ent_coef": 0.0, "clip_vloss": False,
     },
     # Acrobot-v1: normalize true, n_envs 16, n_steps 256, gae_lambda 0.94, gamma 0.99,
     # n_epochs 4, ent_coef 0.0 (zoo result: -73.5 at 1e6 steps). Other fields: SB3 defaults
@@ -43,7 +46,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     ("ppo", "Acrobot-v1"): {
         "n_envs": 16, "n_steps": 256, "batch_size": 64, "n_epochs": 4,
         "gamma": 0.99, "gae_lambda": 0.94, "learning_rate": 3e-4, "anneal_lr": False,
-        "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0,
+        "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0, "clip_vloss": False,
         "normalize_obs": True, "normalize_rewards": True,
     },
     # Pendulum-v1: n_envs 4, n_steps 1024, batch 64, 10 epochs, gamma 0.9, lambda 0.95,
@@ -52,7 +55,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "n_envs": 4, "n_steps": 1024, "batch_size": 64, "n_epochs": 10,
         "gamma": 0.9, "gae_lambda": 0.95, "learning_rate": 1e-3, "anneal_lr": False,
         "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0,
-        "use_sde": True, "sde_sample_freq": 4,
+        "use_sde": True, "sde_sample_freq": 4, "clip_vloss": False,
     },
     # MountainCarContinuous-v0: normalize true, n_envs 1, n_steps 8, gamma 0.9999,
     # lr 7.77e-5, ent_coef 0.00429, clip 0.1, 10 epochs, gae_lambda 0.9, max_grad_norm 5,
@@ -64,7 +67,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "gamma": 0.9999, "gae_lambda": 0.9, "learning_rate": 7.77e-5, "anneal_lr": False,
         "clip_eps": 0.1, "anneal_clip": False, "ent_coef": 0.00429, "vf_coef": 0.19,
         "max_grad_norm": 5.0, "normalize_obs": True, "normalize_rewards": True,
-        "use_sde": True, "log_std_init": -3.29, "ortho_init": False,
+        "use_sde": True, "log_std_init": -3.29, "ortho_init": False, "clip_vloss": False,
     },
     # --- A2C (zoo hyperparams/a2c.yml) ---------------------------------------------------
     # CartPole-v1: n_envs 8, ent_coef 0.0 (SB3 defaults otherwise: n_steps 5, lr 7e-4,
