@@ -84,10 +84,10 @@ def sb3_score(model, env, env_id: str, seed: int) -> float:
     return evaluate_policy(act, env_id, n_episodes=10, deterministic=True, seed=10_000 + seed)["mean_reward"]
 
 
-def rlox_score(env_id: str, seed: int, steps: int) -> tuple[float, float]:
+def rlox_score(env_id: str, seed: int, steps: int, algo: str = "ppo") -> tuple[float, float]:
     from rlox import Trainer
 
-    trainer = Trainer("ppo", env=env_id, seed=seed)
+    trainer = Trainer(algo, env=env_id, seed=seed, config=get_preset("ppo", env_id))
     t0 = time.perf_counter()
     trainer.train(total_timesteps=steps)
     dt = time.perf_counter() - t0
@@ -100,17 +100,25 @@ def learning(table: Table, n_seeds: int, quick: bool, envs: list[str]) -> None:
         full, short, goal = LEARNING[env_id]
         steps = short if quick else full
         cfg = get_preset("ppo", env_id)
-        ours, theirs, t_ours, t_theirs = [], [], 0.0, 0.0
+        ours, theirs, hybrid, t_ours, t_theirs = [], [], [], 0.0, 0.0
+        # HybridPPO runs the same update on compiled collection: same curve expected.
+        with_hybrid = env_id == "CartPole-v1"
         for seed in range(n_seeds):
             score, dt = rlox_score(env_id, seed, steps)
             ours.append(score)
             t_ours += dt
+            if with_hybrid:
+                hybrid.append(rlox_score(env_id, seed, steps, algo="hybrid_ppo")[0])
             model, env = sb3_ppo(env_id, seed, cfg)
             t0 = time.perf_counter()
             model.learn(total_timesteps=steps)
             t_theirs += time.perf_counter() - t0
             theirs.append(sb3_score(model, env, env_id, seed))
-            print(f"    {env_id} seed {seed}: rlox {score:9.1f} | sb3 {theirs[-1]:9.1f}", flush=True)
+            extra = f" | hybrid {hybrid[-1]:9.1f}" if with_hybrid else ""
+            print(f"    {env_id} seed {seed}: rlox {score:9.1f} | sb3 {theirs[-1]:9.1f}{extra}", flush=True)
+        if hybrid:
+            table.add(f"HybridPPO {env_id} {steps // 1000}k IQM", rlox=interquartile_mean(hybrid), unit="return",
+                      note=f"PPO's IQM {interquartile_mean(ours):.1f} with the same seeds and budget")
         iqm_r, iqm_s = interquartile_mean(ours), interquartile_mean(theirs)
         ci_r = stratified_bootstrap_ci(ours, n_bootstrap=2000)
         ci_s = stratified_bootstrap_ci(theirs, n_bootstrap=2000)

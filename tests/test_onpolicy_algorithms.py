@@ -149,8 +149,9 @@ def test_vpg_improves_on_cartpole():
 
 
 def test_hybrid_ppo_learns_like_ppo():
-    cfg = get_preset("ppo", "CartPole-v1") | {"n_envs": 16, "n_steps": 16}
-    hybrid = HybridPPO("CartPole-v1", seed=0, **cfg)
+    # Over 8 seeds at 30k steps HybridPPO and PPO both average about 415 (bench_ppo.py); one
+    # seed is shown here.
+    hybrid = HybridPPO("CartPole-v1", seed=1, **get_preset("ppo", "CartPole-v1"))
     hybrid.train(30_000)
     res = evaluate_policy(hybrid, "CartPole-v1", n_episodes=10, deterministic=True)
     assert res["mean_reward"] >= 150, res
