@@ -30,7 +30,8 @@
 #define RLOX_LANES 16
 #define RLOX_CHUNK 1024          /* multiple of RLOX_LANES */
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \
+/* target_clones needs GCC >= 11 and the loader's ifunc support (glibc; not musl) */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__GLIBC__) \
     && (__GNUC__ >= 11)
 #define RLOX_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
