@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlox.callbacks import EvalCallback, _append_csv
+from rlox.callbacks import EvalCallback
 from rlox.checkpointing import atomic_path, atomic_write_text
 from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, INFERENCE_VERSION,
                             NORMALIZER_FILE, ArtifactError)
@@ -243,6 +243,8 @@ class TrainingArtifacts(EvalCallback):
         self.training_timings = bool(training_timings)
         self.inference_artifacts = bool(inference_artifacts)
         self._timings_rows = 0
+        self._timings_fh: Any = None
+        self._timings_csv: Any = None
         self._phase_start: dict[str, float] = {}
 
     def init_callback(self, algo: Any) -> None:
@@ -281,9 +283,23 @@ class TrainingArtifacts(EvalCallback):
             row = {"iteration": int(getattr(self.algo, "iterations", self._timings_rows + 1)),
                    "collect_ms": round(1e3 * max(iteration - learn, 0.0), 3), "learn_ms": round(1e3 * learn, 3),
                    "evaluate_ms": round(1e3 * evaluate_s, 3), "total_ms": round(1e3 * (iteration + evaluate_s), 3)}
-            _append_csv(self.directory / TIMINGS_FILE, tuple(row), row, fresh=self._timings_rows == 0)
+            if self._timings_fh is None:   # kept open for the run: one write per iteration
+                import csv
+
+                first = self._timings_rows == 0
+                self._timings_fh = open(self.directory / TIMINGS_FILE, "w" if first else "a", newline="")
+                self._timings_csv = csv.writer(self._timings_fh)
+                if first:
+                    self._timings_csv.writerow(row)
+            self._timings_csv.writerow(row.values())
             self._timings_rows += 1
         return keep_going
+
+    def on_training_end(self, metrics: Mapping[str, Any]) -> None:
+        super().on_training_end(metrics)
+        if self._timings_fh is not None:
+            self._timings_fh.close()
+            self._timings_fh = None
 
     def _on_evaluated(self, record: Mapping[str, Any], new_best: bool) -> None:
         super()._on_evaluated(record, new_best)

@@ -90,6 +90,21 @@ class LoggerCallback(Callback):
 
     #: Marks loggers for the training loop (``rlox.algorithms.base.Algorithm.train``).
     is_logger: ClassVar[bool] = True
+    #: Env steps between written records (None: every iteration); see ``_due``.
+    log_interval: int | None = None
+    _next_log: int | None = None
+
+    def _due(self, step: int, metrics: Mapping[str, Any]) -> bool:
+        """Whether to write this iteration: always without ``log_interval``; else at the first
+        iteration reaching each multiple of it, and whenever evaluation results are present."""
+        if self.log_interval is None:
+            return True
+        if self._next_log is None:
+            self._next_log = self.log_interval
+        if step >= self._next_log:
+            self._next_log = (step // self.log_interval + 1) * self.log_interval
+            return True
+        return "eval/mean_reward" in metrics
 
     def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Called after each training iteration with the env-step count and the metrics."""
@@ -162,23 +177,29 @@ _CRC_TABLE = _crc32c_table()
 # CRC-32C with NumPy. The CRC register is linear over GF(2): starting from register 0, the
 # register after a block of r bytes b_0..b_{r-1} is XOR_i A[r-1-i][b_i], where A[k][b] is the
 # register after byte b followed by k zero bytes (A[0] is the usual byte table). A register
-# carried in from earlier blocks acts like XOR-ing its 4 bytes into the block's first 4 bytes.
-# So each block of up to 256 bytes is one gather and one XOR-reduce instead of a Python loop.
-_BLOCK = 256
+# carried in from earlier blocks acts like XOR-ing its 4 bytes into the block's first 4 bytes;
+# for the first block that is the initial 0xFFFFFFFF, whose effect INIT[r] is precomputed.
+# So a record of up to 1024 bytes (an iteration's scalars) is one gather and one XOR-reduce.
+_BLOCK = 1024
 _A: np.ndarray | None = None
+_INIT: np.ndarray | None = None
 _ROWS = np.arange(_BLOCK - 1, -1, -1)
 
 
-def _crc_blocks() -> np.ndarray:
-    global _A
+def _crc_blocks() -> tuple[np.ndarray, np.ndarray]:
+    global _A, _INIT
     if _A is None:
         t0 = np.asarray(_CRC_TABLE, dtype=np.uint32)
         a = np.empty((_BLOCK, 256), dtype=np.uint32)
         a[0] = t0
         for k in range(1, _BLOCK):
             a[k] = (a[k - 1] >> 8) ^ t0[a[k - 1] & 0xFF]
-        _A = a
-    return _A
+        init = np.zeros(_BLOCK + 1, dtype=np.uint32)
+        r = np.arange(4, _BLOCK + 1)
+        for j in range(4):
+            init[4:] ^= a[r - 1 - j, 0xFF]
+        _A, _INIT = a, init
+    return _A, _INIT
 
 
 def _crc32c(data: bytes) -> int:
@@ -188,8 +209,11 @@ def _crc32c(data: bytes) -> int:
         for b in data:
             crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
         return crc ^ 0xFFFFFFFF
-    a, arr = _crc_blocks(), np.frombuffer(data, dtype=np.uint8)
-    start = 0
+    a, init = _crc_blocks()
+    arr = np.frombuffer(data, dtype=np.uint8)
+    r = min(n, _BLOCK)
+    crc = int(init[r] ^ np.bitwise_xor.reduce(a[_ROWS[_BLOCK - r:], arr[:r]]))
+    start = r
     while n - start >= 4:
         block = arr[start:start + _BLOCK].copy()
         r = block.size
@@ -311,10 +335,17 @@ class TensorBoardLogger(LoggerCallback):
     Args:
         log_dir: directory of the event files (created).
         flush_secs: how often buffered events reach the disk (also at the end of training).
+        log_interval: env steps between records (default: every iteration); iterations with
+            evaluation results are always written. Useful when iterations are tiny.
     """
 
-    def __init__(self, log_dir: str | os.PathLike = "runs", flush_secs: float = 10.0) -> None:
+    def __init__(self, log_dir: str | os.PathLike = "runs", flush_secs: float = 10.0,
+                 log_interval: int | None = None) -> None:
         super().__init__()
+        if log_interval is not None and (isinstance(log_interval, bool) or not isinstance(log_interval, int)
+                                         or log_interval < 1):
+            raise ValueError(f"TensorBoardLogger log_interval must be None or an int >= 1 (env steps), got {log_interval!r}")
+        self.log_interval = log_interval
         self.log_dir = Path(log_dir)
         self.flush_secs = float(flush_secs)
         self._writer: EventFileWriter | None = None
@@ -326,7 +357,8 @@ class TensorBoardLogger(LoggerCallback):
         return self._writer
 
     def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
-        self.writer.add_scalars(int(step), scalar_metrics(metrics))
+        if self._due(step, metrics):
+            self.writer.add_scalars(int(step), scalar_metrics(metrics))
 
     def flush(self) -> None:
         if self._writer is not None:
@@ -351,6 +383,7 @@ class WandbLogger(LoggerCallback):
         name: run name.
         config: extra values for ``wandb.config``.
         finish_on_end: call ``run.finish()`` when training ends (default True).
+        log_interval: env steps between logged rows (default: every iteration).
         **init_kwargs: more ``wandb.init`` arguments (``entity``, ``tags``, ``mode``, ``dir``, ...).
 
     Raises:
@@ -358,8 +391,12 @@ class WandbLogger(LoggerCallback):
     """
 
     def __init__(self, project: str = "rlox", name: str | None = None, config: Mapping[str, Any] | None = None,
-                 *, finish_on_end: bool = True, **init_kwargs: Any) -> None:
+                 *, finish_on_end: bool = True, log_interval: int | None = None, **init_kwargs: Any) -> None:
         super().__init__()
+        if log_interval is not None and (isinstance(log_interval, bool) or not isinstance(log_interval, int)
+                                         or log_interval < 1):
+            raise ValueError(f"WandbLogger log_interval must be None or an int >= 1 (env steps), got {log_interval!r}")
+        self.log_interval = log_interval
         try:
             import wandb
         except ImportError as exc:
@@ -396,7 +433,8 @@ class WandbLogger(LoggerCallback):
 
     def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
         self._start()
-        self.run.log(scalar_metrics(metrics), step=int(step))
+        if self._due(step, metrics):
+            self.run.log(scalar_metrics(metrics), step=int(step))
 
     def on_training_end(self, metrics: Mapping[str, Any]) -> None:
         if self.finish_on_end:
@@ -419,10 +457,16 @@ class CSVLogger(LoggerCallback):
     Args:
         path: the CSV file (its directory is created; an existing file is replaced at the start
             of the first training run).
+        log_interval: env steps between rows (default: every iteration); iterations with
+            evaluation results are always written.
     """
 
-    def __init__(self, path: str | os.PathLike = "metrics.csv") -> None:
+    def __init__(self, path: str | os.PathLike = "metrics.csv", log_interval: int | None = None) -> None:
         super().__init__()
+        if log_interval is not None and (isinstance(log_interval, bool) or not isinstance(log_interval, int)
+                                         or log_interval < 1):
+            raise ValueError(f"CSVLogger log_interval must be None or an int >= 1 (env steps), got {log_interval!r}")
+        self.log_interval = log_interval
         self.path = Path(path)
         self.columns: list[str] = []
         self._known: set[str] = set()
@@ -444,6 +488,8 @@ class CSVLogger(LoggerCallback):
             self._writer.writerows(self._line(r) for r in self._rows)
 
     def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
+        if not self._due(step, metrics):
+            return
         row: dict[str, Any] = scalar_metrics(metrics)
         if self._fh is None or len(row) > len(self._known) or not self._known.issuperset(row):
             new = [k for k in row if k not in self._known]

@@ -55,7 +55,7 @@ def test_crc32c_known_vector_and_bytewise_reference():
         return crc ^ 0xFFFFFFFF
 
     rng = np.random.default_rng(0)
-    for n in list(range(0, 40)) + [255, 256, 257, 258, 259, 260, 377, 513, 1024]:
+    for n in list(range(0, 40)) + [255, 256, 377, 1023, 1024, 1025, 1026, 1027, 1028, 2500]:
         data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
         assert _crc32c(data) == bytewise(data), n
 
@@ -147,3 +147,18 @@ def test_scalar_metrics_filters_non_numbers():
     out = scalar_metrics({"a": 1, "b": np.float32(2.5), "c": torch.tensor(3.0), "d": "x", "e": [1, 2],
                           "f": np.array([4.0]), "g": True})
     assert out == {"a": 1.0, "b": 2.5, "c": 3.0, "f": 4.0, "g": 1.0}
+
+
+def test_log_interval_thins_records_but_keeps_evaluations(tmp_path):
+    path = tmp_path / "m.csv"
+    log = CSVLogger(path, log_interval=100)
+    for step in range(40, 441, 40):
+        metrics = {"train/mean_reward": float(step)}
+        if step == 280:
+            metrics["eval/mean_reward"] = 1.0
+        log.on_train_step(step, metrics)
+    log.close()
+    steps = [int(r["step"]) for r in csv.DictReader(open(path))]
+    assert steps == [120, 200, 280, 320, 400]
+    with pytest.raises(ValueError, match="log_interval must be None or an int >= 1"):
+        TensorBoardLogger(tmp_path, log_interval=0)
