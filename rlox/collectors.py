@@ -59,10 +59,15 @@ class RolloutBatch:
     def sample_minibatches(self, batch_size: int, shuffle: bool = True,
                            generator: torch.Generator | None = None) -> Iterator["RolloutBatch"]:
         """Yield minibatches of ``batch_size`` rows covering the batch once (the last one is
-        smaller when ``batch_size`` does not divide the batch); shuffled unless ``shuffle=False``."""
+        smaller when ``batch_size`` does not divide the batch); shuffled unless ``shuffle=False``.
+        A ``batch_size`` of at least the batch's length yields the batch itself."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         n = len(self)
+        if batch_size >= n:
+            # One minibatch holding every row: its gradient does not depend on the order.
+            yield self
+            return
         if shuffle:
             order = torch.randperm(n, generator=generator)
             for start in range(0, n, batch_size):
