@@ -192,7 +192,7 @@ function setup(canvas){var r=window.devicePixelRatio||1,w=canvas.clientWidth||42
  return{c:c,w:w,h:h}}
 function ink(canvas){var c=canvas.getContext("2d"),d=c.getImageData(0,0,canvas.width,canvas.height).data,n=0;
  for(var i=3;i<d.length;i+=4){if(d[i]>0)n++}return n}
-function lineChart(canvas,series){var g=setup(canvas),c=g.c,L=56,R=10,T=8,B=26,W=g.w-L-R,H=g.h-T-B;
+function lineChart(canvas,series){var g=setup(canvas),c=g.c,L=56,R=24,T=8,B=26,W=g.w-L-R,H=g.h-T-B;
  var xs=[],ys=[];series.forEach(function(s){s.steps.forEach(function(x,i){var y=s.values[i];
   if(y!==null&&isFinite(y)){xs.push(x);ys.push(y)}})});
  if(!ys.length){c.fillStyle="#8a949e";c.font="13px sans-serif";c.fillText("no finite values",L,T+H/2);return 0}

@@ -35,7 +35,7 @@ import struct
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping, TextIO
+from typing import Any, ClassVar, Iterable, Mapping, Sequence, TextIO
 
 import numpy as np
 
@@ -277,17 +277,46 @@ def _event(wall_time: float, step: int, *, file_version: str | None = None,
     return out
 
 
+def _crc32c_many(datas: Sequence[bytes]) -> list[int]:
+    """CRC-32C of each of ``datas`` (records of 4 to 1024 bytes in one gather and one
+    ``reduceat``; others one by one)."""
+    out = [0] * len(datas)
+    batch = [i for i, d in enumerate(datas) if 4 <= len(d) <= _BLOCK]
+    for i, d in enumerate(datas):
+        if not 4 <= len(d) <= _BLOCK:
+            out[i] = _crc32c(d)
+    if batch:
+        a, init = _crc_blocks()
+        lens = np.fromiter((len(datas[i]) for i in batch), dtype=np.int64, count=len(batch))
+        buf = np.frombuffer(b"".join([datas[i] for i in batch]), dtype=np.uint8)
+        starts = np.cumsum(lens) - lens
+        rows = np.repeat(lens + starts - 1, lens) - np.arange(buf.size)   # r-1-i within each record
+        crcs = np.bitwise_xor.reduceat(a[rows, buf], starts) ^ init[lens] ^ np.uint32(0xFFFFFFFF)
+        for i, c in zip(batch, crcs.tolist()):
+            out[i] = c
+    return out
+
+
+def _mask(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
 class EventFileWriter:
     """Appends scalar events to one TensorBoard event file (TFRecord framing, CRC-32C).
 
+    Events are queued in memory and encoded, checksummed and written in one batch every
+    ``flush_secs`` seconds, every ``max_queue`` events, and on ``flush``/``close`` (so a
+    training iteration pays only for queueing).
+
     Args:
         log_dir: directory (created); the file is ``events.out.tfevents.<time>.<host>.<pid>.<n>``.
-        flush_secs: write the buffer to disk at most this often (and on ``flush``/``close``).
+        flush_secs: longest time an event waits in memory.
+        max_queue: most events waiting in memory.
     """
 
     _counter = 0
 
-    def __init__(self, log_dir: str | os.PathLike, flush_secs: float = 10.0) -> None:
+    def __init__(self, log_dir: str | os.PathLike, flush_secs: float = 10.0, max_queue: int = 1000) -> None:
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         EventFileWriter._counter += 1
@@ -296,32 +325,40 @@ class EventFileWriter:
         self.path = self.log_dir / name
         self._fh = open(self.path, "ab")
         self.flush_secs = float(flush_secs)
+        self.max_queue = int(max_queue)
+        self._queue: list[tuple[float, int, Mapping[str, float]]] = []
+        self._records: list[bytes] = [_event(time.time(), 0, file_version="brain.Event:2")]
         self._last_flush = time.monotonic()
-        self._write(_event(time.time(), 0, file_version="brain.Event:2"))
         self.flush()
 
-    def _write(self, record: bytes) -> None:
-        header = struct.pack("<Q", len(record))
-        self._fh.write(header + struct.pack("<I", _masked_crc(header)) + record
-                       + struct.pack("<I", _masked_crc(record)))
-
     def add_scalars(self, step: int, scalars: Mapping[str, float], wall_time: float | None = None) -> None:
-        """One event holding every ``tag -> value`` of ``scalars`` at ``step``."""
+        """Queue one event holding every ``tag -> value`` of ``scalars`` at ``step``."""
         if self._fh.closed:
             raise ValueError(f"the event file {str(self.path)!r} is closed")
         if scalars:
-            self._write(_event(time.time() if wall_time is None else wall_time, step, scalars=scalars.items()))
-        if time.monotonic() - self._last_flush >= self.flush_secs:
+            self._queue.append((time.time() if wall_time is None else wall_time, int(step), scalars))
+        if len(self._queue) >= self.max_queue or time.monotonic() - self._last_flush >= self.flush_secs:
             self.flush()
 
     def flush(self) -> None:
-        if not self._fh.closed:
-            self._fh.flush()
-            self._last_flush = time.monotonic()
+        """Encode the queued events and write them (TFRecord: length, masked CRC of the
+        length, data, masked CRC of the data)."""
+        if self._fh.closed:
+            return
+        records = self._records + [_event(w, step, scalars=sc.items()) for w, step, sc in self._queue]
+        self._queue, self._records = [], []
+        if records:
+            headers = [struct.pack("<Q", len(r)) for r in records]
+            crcs = _crc32c_many(headers + records)
+            n = len(records)
+            self._fh.write(b"".join([h + struct.pack("<I", _mask(crcs[i])) + r + struct.pack("<I", _mask(crcs[n + i]))
+                                     for i, (h, r) in enumerate(zip(headers, records))]))
+        self._fh.flush()
+        self._last_flush = time.monotonic()
 
     def close(self) -> None:
         if not self._fh.closed:
-            self._fh.flush()
+            self.flush()
             self._fh.close()
 
 
@@ -471,40 +508,54 @@ class CSVLogger(LoggerCallback):
         self.columns: list[str] = []
         self._known: set[str] = set()
         self._rows: list[dict[str, float]] = []
+        self._pending: list[dict[str, float]] = []
         self._fh: io.TextIOBase | None = None
         self._writer: Any = None
 
     def _line(self, row: Mapping[str, float]) -> list[Any]:
         return [row["step"], *[row.get(c, "") for c in self.columns]]
 
-    def _open(self, rewrite: bool) -> None:
+    def _open(self) -> None:
+        """(Re)write the file: header, then every row so far."""
         if self._fh is not None:
             self._fh.close()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(self.path, "w", newline="")
         self._writer = csv.writer(self._fh)
         self._writer.writerow(["step", *self.columns])
-        if rewrite:
-            self._writer.writerows(self._line(r) for r in self._rows)
+        self._writer.writerows(self._line(r) for r in self._rows)
+        self._pending.clear()
 
     def on_train_step(self, step: int, metrics: Mapping[str, Any]) -> None:
         if not self._due(step, metrics):
             return
         row: dict[str, Any] = scalar_metrics(metrics)
-        if self._fh is None or len(row) > len(self._known) or not self._known.issuperset(row):
+        widen = self._fh is None or len(row) > len(self._known) or not self._known.issuperset(row)
+        if widen:
             new = [k for k in row if k not in self._known]
             self.columns.extend(new)
             self._known.update(new)
-            self._open(rewrite=bool(self._rows))
         row["step"] = int(step)
         self._rows.append(row)
-        self._writer.writerow(self._line(row))
+        if widen:
+            self._open()
+            return
+        self._pending.append(row)          # written in batches (flush, or every 256 rows)
+        if len(self._pending) >= 256:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self._pending and self._writer is not None:
+            self._writer.writerows(self._line(r) for r in self._pending)
+        self._pending.clear()
 
     def flush(self) -> None:
         if self._fh is not None:
+            self._write_pending()
             self._fh.flush()
 
     def close(self) -> None:
         if self._fh is not None:
+            self._write_pending()
             self._fh.close()
             self._fh = None

@@ -162,3 +162,24 @@ def test_log_interval_thins_records_but_keeps_evaluations(tmp_path):
     assert steps == [120, 200, 280, 320, 400]
     with pytest.raises(ValueError, match="log_interval must be None or an int >= 1"):
         TensorBoardLogger(tmp_path, log_interval=0)
+
+
+def test_batched_crc_matches_single():
+    from rlox.logging import _crc32c_many
+
+    rng = np.random.default_rng(1)
+    datas = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (0, 3, 4, 8, 31, 200, 1024, 1025, 3000, 8)]
+    assert _crc32c_many(datas) == [_crc32c(d) for d in datas]
+
+
+def test_event_file_flushes_in_batches(tmp_path):
+    from rlox.logging import EventFileWriter
+
+    w = EventFileWriter(tmp_path, flush_secs=1e9, max_queue=3)
+    size = w.path.stat().st_size
+    w.add_scalars(1, {"a": 1.0})
+    w.add_scalars(2, {"a": 2.0})
+    assert w.path.stat().st_size == size          # queued
+    w.add_scalars(3, {"a": 3.0})
+    assert w.path.stat().st_size > size           # the third fills the queue: written
+    w.close()

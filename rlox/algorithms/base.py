@@ -261,10 +261,12 @@ class Algorithm(abc.ABC):
                 lg.on_train_step(self.num_timesteps, dict(self._pending_eval))
             self._pending_eval = {}
         self._hooks = None
+        t_cb = time.perf_counter()
         for lg in loggers:
             flush = getattr(lg, "flush", None)
             if callable(flush):
                 flush()
+        self.time_phase("callbacks", time.perf_counter() - t_cb)   # buffered loggers write here
         elapsed = time.perf_counter() - t0
         # Namespaces dropped, except eval/ (eval_mean_reward beside the training mean_reward).
         result = {(k.replace("/", "_", 1) if k.startswith("eval/") else k.split("/", 1)[-1]): v
