@@ -39,6 +39,7 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "gaussian": ("mean", "log_std"),
     "squashed_gaussian": ("mean", "log_std"),
     "deterministic": ("action",),
+    "squashed_deterministic": ("action",),
     "greedy": ("q_values",),
 }
 
@@ -277,6 +278,9 @@ class InferencePolicy:
             actions = self._outputs(x, ("q_values",))["q_values"].argmax(-1).numpy().astype(np.int64) + self.action_start
         elif dist == "deterministic":
             actions = self._bounded(self._outputs(x, ("action",))["action"].double().numpy(), clip=True)
+        elif dist == "squashed_deterministic":  # tanh into (-1, 1), then the action bounds (TD3/DDPG)
+            t = torch.tanh(self._outputs(x, ("action",))["action"]).double().numpy().reshape(-1, *self.action_shape)
+            actions = (self.low + 0.5 * (t + 1.0) * (self.high - self.low)).astype(np.float32)
         else:
             o = self._outputs(x, ("mean", "log_std"))
             mean = o["mean"]

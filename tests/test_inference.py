@@ -164,6 +164,11 @@ def test_squashed_gaussian_and_greedy_specs(tmp_path):
         expected = 2.0 * torch.tanh(mu(trunk(torch.from_numpy(obs)))).numpy()
     np.testing.assert_allclose(p.act(obs), expected, rtol=1e-5, atol=1e-6)
     assert np.all(np.abs(p.act(obs, deterministic=False)) <= 2.0)
+    # TD3-like: the actor MLP without its final tanh; tanh and the bounds are applied on load.
+    spec["policy"] = {"distribution": "squashed_deterministic", "networks": layers,
+                      "outputs": {"action": ["trunk", "mu"]}}
+    (tmp_path / "inference.yaml").write_text(yaml.safe_dump(spec))
+    np.testing.assert_allclose(InferencePolicy.load(tmp_path).act(obs), expected, rtol=1e-5, atol=1e-6)
     # DQN-like: argmax of Q-values.
     q = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
     layers, t = describe_network("q", q)

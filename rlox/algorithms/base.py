@@ -315,8 +315,9 @@ class Algorithm(abc.ABC):
 
         * ``distribution``: "categorical" (output ``logits``), "gaussian" (``mean`` and a
           ``log_std``, actions clipped to the bounds), "squashed_gaussian" (``mean`` and
-          ``log_std``; tanh, then scaled to the bounds), "deterministic" (``action``, clipped)
-          or "greedy" (``q_values``, argmax);
+          ``log_std``; tanh, then scaled to the bounds), "deterministic" (``action``, clipped),
+          "squashed_deterministic" (``action`` before its tanh; tanh, then scaled to the
+          bounds) or "greedy" (``q_values``, argmax);
         * ``networks``: name -> ``torch.nn.Sequential`` of ``Linear`` and activation layers;
         * ``outputs``: output name -> list of network names applied in turn to the
           (normalised) observation;
