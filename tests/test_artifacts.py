@@ -123,3 +123,19 @@ def test_errors(tmp_path):
     with pytest.raises(ValueError, match="n_evaluations must be an int >= 1"):
         TrainingArtifacts(tmp_path, n_evaluations=0)
     del torch
+
+
+@pytest.mark.parametrize("algo, env, config", [
+    ("sac", "Pendulum-v1", {"learning_starts": 64, "batch_size": 32, "hidden": 32}),
+    ("td3", "Pendulum-v1", {"learning_starts": 64, "batch_size": 32, "hidden": 32}),
+    ("dqn", "CartPole-v1", {"learning_starts": 64, "batch_size": 32, "hidden": 32, "dueling": True}),
+])
+def test_off_policy_algorithms_export_through_the_same_harness(tmp_path, algo, env, config):
+    trainer = Trainer(algo, env=env, seed=0, config=config, artifacts_dir=tmp_path, eval_freq=10**9,
+                      eval_episodes=1)
+    trainer.train(256)
+    assert len(rows(tmp_path / "evaluations.csv")) == 1 and rows(tmp_path / "training_timings.csv")
+    policy = InferencePolicy.load(tmp_path)
+    obs_dim = 3 if env == "Pendulum-v1" else 4
+    obs = np.random.default_rng(0).normal(size=(128, obs_dim)).astype(np.float32)
+    np.testing.assert_allclose(policy.act(obs), trainer.predict(obs, deterministic=True), rtol=1e-5, atol=1e-5)
