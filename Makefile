@@ -35,7 +35,7 @@ test: build
 test-debug: $(STAMP)
 	RLOX_CYTHON_DEBUG=1 $(VPY) setup.py -q build_ext --inplace --force -j 2
 	$(VPY) -m pytest -q -x; status=$$?; \
-	$(VPY) setup.py -q build_ext --inplace --force -j 2; exit $$status
+	RLOX_CYTHON_FORCE=1 $(VPY) setup.py -q build_ext --inplace --force -j 2; exit $$status
 
 $(BENCH_STAMP): $(STAMP)
 	$(PIP) --no-build-isolation -e ".[dev,bench]"

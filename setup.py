@@ -81,6 +81,9 @@ setup(
         compiler_directives=DIRECTIVES,
         include_path=["ext"],
         quiet=True,
+        # Directives are not part of cythonize's staleness check: a debug build (and the
+        # normal build after it) must regenerate the C, or boundscheck silently stays off.
+        force=DEBUG or os.environ.get("RLOX_CYTHON_FORCE", "0") not in ("", "0"),
         nthreads=0 if sys.platform == "win32" else 1,
     ),
 )

@@ -77,55 +77,6 @@ def test_guide_replay_buffers(tmp_path):
     assert mmap_buf.sample(batch_size=8, seed=0)["obs"].shape == (8, 84 * 84 * 4)
 
 
-# ---------------------------------------------------------------- Low-Level: LLM Operations
-def test_guide_llm_operations():
-    import rlox
-
-    # GRPO group-relative advantages (single group)
-    rewards = np.random.randn(16).astype(np.float64)
-    advantages = rlox.compute_group_advantages(rewards)
-
-    # Batched GRPO (Rayon-parallel for large batches)
-    all_rewards = np.random.randn(1024 * 8).astype(np.float64)  # 1024 prompts x 8 completions
-    all_advantages = rlox.compute_batch_group_advantages(all_rewards, group_size=8)
-
-    # Token-level KL divergence (single sequence)
-    log_p = np.random.randn(128).astype(np.float64)
-    log_q = np.random.randn(128).astype(np.float64)
-    kl = rlox.compute_token_kl(log_p, log_q)
-
-    # Batched KL (single Rust call for all sequences, Rayon-parallel)
-    log_p_flat = np.random.randn(32 * 2048).astype(np.float32)
-    log_q_flat = np.random.randn(32 * 2048).astype(np.float32)
-    kl_per_seq = rlox.compute_batch_token_kl_schulman_f32(log_p_flat, log_q_flat, seq_len=2048)
-    # kl_per_seq: (32,) array — 2-9x faster than TRL
-    assert kl_per_seq.shape == (32,)
-
-    # DPO preference pair
-    pair = rlox.DPOPair(
-        prompt_tokens=np.array([1, 2, 3], dtype=np.uint32),
-        chosen_tokens=np.array([4, 5], dtype=np.uint32),
-        rejected_tokens=np.array([6, 7, 8], dtype=np.uint32),
-    )
-
-    # Variable-length sequence storage
-    store = rlox.VarLenStore()
-    store.push(np.array([1, 2, 3], dtype=np.uint32))
-    store.push(np.array([4, 5], dtype=np.uint32))
-    seq = store.get(0)  # array([1, 2, 3])
-    assert list(seq) == [1, 2, 3]
-
-    # Sequence packing for transformers
-    packed = rlox.pack_sequences(
-        sequences=[np.array([1,2,3], dtype=np.uint32),
-                   np.array([4,5], dtype=np.uint32)],
-        max_length=8,
-    )
-    assert advantages.shape == (16,) and all_advantages.shape == (1024 * 8,)
-    assert np.isfinite(kl)
-    assert pair is not None and packed is not None
-
-
 # Samples that wait for later issues (added here as their features land):
 #   issue 6: Callbacks, Logging, LoggerCallback, Config-Driven Training, VecNormalize, Dashboard, Model Zoo
 #   issue 7: Trainer sac/dqn/td3, Off-Policy, Multi-Environment Collection, Custom Environments, predict for
