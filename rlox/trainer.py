@@ -18,7 +18,8 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from rlox.presets import merge_preset
 
-__all__ = ["Trainer", "trainer_for", "TRAINERS", "PPOTrainer", "A2CTrainer", "VPGTrainer", "TRPOTrainer"]
+__all__ = ["Trainer", "trainer_for", "TRAINERS", "PPOTrainer", "A2CTrainer", "VPGTrainer", "TRPOTrainer",
+           "SACTrainer", "TD3Trainer", "DQNTrainer"]
 
 
 def resolve_algorithm(name: str) -> type:
@@ -96,8 +97,8 @@ class Trainer:
         name = algorithm if algorithm is not None else type(self).algorithm
         if name is None:
             raise TypeError("Trainer needs an algorithm name, e.g. Trainer('ppo', env='CartPole-v1')")
-        self.algorithm_name = str(name).lower()
-        algo_cls = resolve_algorithm(self.algorithm_name)
+        algo_cls = resolve_algorithm(name)
+        self.algorithm_name = name.lower()
         user = self._user_config(config)
         user.update(kwargs)
         merged = merge_preset(self.algorithm_name, env, {}, preset=preset)
@@ -236,3 +237,6 @@ PPOTrainer = trainer_for("ppo")
 A2CTrainer = trainer_for("a2c")
 VPGTrainer = trainer_for("vpg")
 TRPOTrainer = trainer_for("trpo")
+SACTrainer = trainer_for("sac")
+TD3Trainer = trainer_for("td3")
+DQNTrainer = trainer_for("dqn")
