@@ -322,9 +322,59 @@ class TwinQNetwork(nn.Module):
     def forward(self, obs: torch.Tensor, action: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
         return self._run(torch.cat([obs, action], dim=-1), False, detach_params)
 
+    def min_q(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """``min_i Q_i(obs, action)`` [B], differentiable with respect to ``obs`` and ``action``
+        only (the weights get no gradient): SAC's actor loss. Same values and input gradients as
+        ``forward(..., detach_params=True).min(0).values``, but the backward pass runs each row
+        through the one member that was the minimum, half the work of going through all."""
+        params = [self._parameters[name].detach() for pair in self._names for name in pair]
+        return _MinOverMembers.apply(torch.cat([obs, action], dim=-1), *params)
+
     def q1(self, obs: torch.Tensor, action: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
         """The first member's value [B]."""
         return self._run(torch.cat([obs, action], dim=-1), True, detach_params)[0]
+
+
+class _MinOverMembers(torch.autograd.Function):
+    """Forward: the stacked members' outputs [n, B] and their minimum over members [B].
+    Backward: the input gradient through the minimal member of each row only (the other
+    members' gradient there is exactly zero), by gathering each member's rows."""
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu")
+    def forward(ctx, x: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:   # type: ignore[override]
+        weights, biases = params[0::2], params[1::2]
+        n = weights[0].shape[0]
+        h = x.unsqueeze(0).expand(n, *x.shape)
+        pre = []
+        for layer, (w, b) in enumerate(zip(weights, biases)):
+            h = torch.baddbmm(b, h, w)
+            if layer < len(weights) - 1:
+                pre.append(h)
+                h = torch.relu(h)
+        q_min, member = h.squeeze(-1).min(0)
+        ctx.save_for_backward(member, *pre, *weights)
+        ctx.n_layers = len(weights)
+        ctx.x_dtype = x.dtype
+        return q_min
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx, grad: torch.Tensor):   # type: ignore[override]
+        member, *rest = ctx.saved_tensors
+        n_hidden = ctx.n_layers - 1
+        pre, weights = rest[:n_hidden], rest[n_hidden:]
+        grad_x = grad.new_empty(grad.shape[0], weights[0].shape[1], dtype=ctx.x_dtype)
+        for k in range(weights[0].shape[0]):
+            rows = (member == k).nonzero().squeeze(1)
+            if rows.numel() == 0:
+                continue
+            g = grad[rows].unsqueeze(1) * weights[-1][k, :, 0]                  # d q / d h_last
+            for layer in range(n_hidden - 1, -1, -1):
+                g = g * (pre[layer][k, rows] > 0)                               # through the ReLU
+                g = g @ weights[layer][k].T                                     # through the Linear
+            grad_x.index_copy_(0, rows, g.to(ctx.x_dtype))
+        return (grad_x, *([None] * (2 * ctx.n_layers)))
 
 
 class SimpleQNetwork(nn.Module):
@@ -335,9 +385,10 @@ class SimpleQNetwork(nn.Module):
         self.obs_dim = _check_dim("obs_dim", obs_dim)
         self.act_dim = _check_dim("act_dim", act_dim)
         self.net = mlp(obs_dim, hidden, act_dim)
+        self._layers = linear_layers(self.net)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.net(obs)
+        return relu_mlp_forward(obs, self._layers, last_activation=False)
 
 
 class DuelingQNetwork(nn.Module):
@@ -357,8 +408,12 @@ class DuelingQNetwork(nn.Module):
         last = trunk_sizes[-1] if trunk_sizes else obs_dim
         self.value = mlp(last, [stream], 1)
         self.advantage = mlp(last, [stream], act_dim)
+        self._trunk_layers = linear_layers(self.trunk)
+        self._value_layers = linear_layers(self.value)
+        self._advantage_layers = linear_layers(self.advantage)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        z = self.trunk(obs)
-        adv = self.advantage(z)
-        return self.value(z) + adv - adv.mean(dim=-1, keepdim=True)
+        z = relu_mlp_forward(obs, self._trunk_layers, last_activation=True) if self._trunk_layers else obs
+        adv = relu_mlp_forward(z, self._advantage_layers, last_activation=False)
+        value = relu_mlp_forward(z, self._value_layers, last_activation=False)
+        return value + adv - adv.mean(dim=-1, keepdim=True)

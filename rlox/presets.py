@@ -82,6 +82,56 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "ent_coef": 0.0, "vf_coef": 0.5, "max_grad_norm": 0.5,
         "normalize_obs": True, "normalize_rewards": True,
     },
+    # --- SAC, TD3, DQN (zoo hyperparams/sac.yml, td3.yml, dqn.yml) ----------------------------
+    # Field names: net_arch -> hidden, ent_coef: 'auto' -> auto_entropy=True (a number x ->
+    # auto_entropy=False, ent_coef=x), noise_type/noise_std -> noise_type/exploration_noise,
+    # use_sde / log_std_init -> the same names; unset keys are SB3's defaults (ours too).
+    # SAC Pendulum-v1: lr 1e-3, the rest SB3 defaults (zoo result -157 at 2e4 steps).
+    ("sac", "Pendulum-v1"): {"learning_rate": 1e-3},
+    # SAC MountainCarContinuous-v0 (tuned; zoo result 94.7 at 5e4): gSDE with log std -3.67.
+    ("sac", "MountainCarContinuous-v0"): {
+        "learning_rate": 3e-4, "buffer_size": 50_000, "batch_size": 512, "auto_entropy": False,
+        "ent_coef": 0.1, "train_freq": 32, "gradient_steps": 32, "gamma": 0.9999, "tau": 0.01,
+        "learning_starts": 0, "use_sde": True, "log_std_init": -3.67, "hidden": [64, 64],
+    },
+    # TD3 Pendulum-v1 (zoo result -152 at 2e4): the zoo trains once per episode with as many
+    # gradient steps as env steps; train_freq 1 / gradient_steps 1 takes the same number.
+    ("td3", "Pendulum-v1"): {
+        "gamma": 0.98, "buffer_size": 200_000, "learning_starts": 10_000, "noise_type": "normal",
+        "exploration_noise": 0.1, "train_freq": 1, "gradient_steps": 1, "learning_rate": 1e-3,
+        "hidden": [400, 300],
+    },
+    # TD3 MountainCarContinuous-v0 (zoo result 93.5 at 3e5): Ornstein-Uhlenbeck noise, std 0.5.
+    ("td3", "MountainCarContinuous-v0"): {
+        "noise_type": "ornstein-uhlenbeck", "exploration_noise": 0.5, "train_freq": 1, "gradient_steps": 1,
+        "learning_rate": 1e-3, "batch_size": 256, "hidden": [400, 300],
+    },
+    # DQN CartPole-v1 (zoo result 500 at 5e4).
+    ("dqn", "CartPole-v1"): {
+        "learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000,
+        "gamma": 0.99, "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128,
+        "exploration_fraction": 0.16, "exploration_final_eps": 0.04, "hidden": [256, 256],
+    },
+    # DQN MountainCar-v0 (zoo: 1.2e5 steps).
+    ("dqn", "MountainCar-v0"): {
+        "learning_rate": 4e-3, "batch_size": 128, "buffer_size": 10_000, "learning_starts": 1000,
+        "gamma": 0.98, "target_update_interval": 600, "train_freq": 16, "gradient_steps": 8,
+        "exploration_fraction": 0.2, "exploration_final_eps": 0.07, "hidden": [256, 256],
+    },
+    # DQN Acrobot-v1 (zoo result -76.6 at 1e5) and LunarLander-v3 (zoo result 154 at 1e5).
+    **{("dqn", env_id): {
+        "learning_rate": 6.3e-4, "batch_size": 128, "buffer_size": 50_000, "learning_starts": 0,
+        "gamma": 0.99, "target_update_interval": 250, "train_freq": 4, "gradient_steps": -1,
+        "exploration_fraction": 0.12, "exploration_final_eps": 0.1, "hidden": [256, 256],
+    } for env_id in ("Acrobot-v1", "LunarLander-v3")},
+    # MuJoCo (zoo "mujoco-defaults"; v4 and v5 ids, the ones gymnasium 1.x registers):
+    # SAC and TD3 start learning after 10k random steps, TD3 explores with N(0, 0.1^2),
+    # Swimmer uses gamma 0.9999; everything else is SB3's default.
+    **{(algo, f"{name}-{version}"): {
+        "learning_starts": 10_000,
+        **({"noise_type": "normal", "exploration_noise": 0.1} if algo == "td3" else {}),
+        **({"gamma": 0.9999} if name == "Swimmer" else {}),
+    } for algo in ("sac", "td3") for name in ('HalfCheetah', 'Hopper', 'Walker2d', 'Ant', 'Humanoid', 'Swimmer') for version in ("v4", "v5")},
 }
 
 

@@ -173,3 +173,21 @@ def test_bad_dims_raise():
     with pytest.raises(ValueError, match="same"):
         TwinQNetwork.from_qnetworks(QNetwork(3, 1, 8), QNetwork(4, 1, 8))
     assert np.isfinite(float(QNetwork(3, 1, 8)(torch.zeros(1, 3), torch.zeros(1, 1)).detach()))
+
+
+def test_twin_min_q_matches_autograd_through_both_members():
+    twin = TwinQNetwork(3, 2, [16, 8])
+    obs = torch.randn(64, 3)
+    a1 = torch.randn(64, 2, requires_grad=True)
+    a2 = a1.detach().clone().requires_grad_(True)
+    ref = twin(obs, a1, detach_params=True).min(0).values
+    out = twin.min_q(obs, a2)
+    torch.testing.assert_close(out, ref)
+    w = torch.randn(64)
+    (ref * w).sum().backward()
+    (out * w).sum().backward()
+    torch.testing.assert_close(a2.grad, a1.grad)
+    assert all(p.grad is None for p in twin.parameters())
+    # Both members are the minimum somewhere in this batch (the test covers both branches).
+    q = twin(obs, a1).detach()
+    assert (q[0] < q[1]).any() and (q[1] < q[0]).any()

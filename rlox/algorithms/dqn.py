@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlox.algorithms.off_policy import OffPolicyAlgorithm, make_adam, polyak_update
+from rlox.algorithms.off_policy import OffPolicyAlgorithm, clip_grad_norm, make_adam, polyak_update
 from rlox.config import DQNConfig
 from rlox.exploration import EpsilonGreedy, Exploration
 from rlox.networks import DuelingQNetwork, SimpleQNetwork, linear_layers
@@ -115,17 +115,51 @@ class DQN(OffPolicyAlgorithm):
         b0 = self.config.beta_start
         return b0 + (1.0 - b0) * self._progress
 
-    def _train_step(self) -> torch.Tensor:
-        cfg, dev = self.config, self.device
+    def _sample(self, n: int) -> dict[str, np.ndarray]:
         seed = int(self.np_rng.integers(0, 2**63 - 1))
-        if cfg.prioritized:
-            b = self.buffer.sample(cfg.batch_size, seed=seed, beta=self.beta)
-        else:
-            b = self.buffer.sample(cfg.batch_size, seed=seed)
+        if self.config.prioritized:
+            return self.buffer.sample(n, seed=seed, beta=self.beta)
+        return self.buffer.sample(n, seed=seed)
+
+    def _train_step(self) -> torch.Tensor:
+        b = self._sample(self.config.batch_size)
+        return self._update(b, self.td_target(b))
+
+    def _learn(self, n_grad: int) -> None:
+        cfg = self.config
+        if cfg.prioritized or n_grad <= 1:
+            # Priorities change after every step, so each batch is drawn when it is used.
+            return super()._learn(n_grad)
+        # Uniform replay, and a target network that only moves between learning phases (in
+        # _after_collect): every batch of the phase can be drawn up front, and its targets (all of
+        # them, or with Double DQN the target network's values) computed in one forward pass.
+        bsz = cfg.batch_size
+        chunk = max(1, min(n_grad, 65_536 // bsz))
+        done = 0
+        while done < n_grad:
+            k = min(chunk, n_grad - done)
+            b = self._sample(k * bsz)
+            returns, discounts, next_obs = self._bootstrap(b)
+            with torch.no_grad():
+                q_next_target = self.q_net_target(next_obs)
+                targets = None if cfg.double_dqn else returns + discounts * q_next_target.max(-1).values
+            for i in range(k):
+                rows = slice(i * bsz, (i + 1) * bsz)
+                if targets is None:
+                    target = returns[rows] + discounts[rows] * self._next_q(next_obs[rows], q_next_target[rows])
+                else:
+                    target = targets[rows]
+                part = {key: b[key][rows] for key in ("obs", "actions")}
+                self._metrics.append(self._update(part, target))
+                self._n_updates += 1
+            done += k
+        return None
+
+    def _update(self, b: dict[str, np.ndarray], target_q: torch.Tensor) -> torch.Tensor:
+        """One gradient step on the Huber loss between Q(s, a) and ``target_q``."""
+        cfg, dev = self.config, self.device
         obs = torch.from_numpy(b["obs"]).to(dev)
         actions = torch.from_numpy(b["actions"]).to(dev).long()          # [B, 1]
-
-        target_q = self.td_target(b)
         q = self.q_net(obs).gather(1, actions).squeeze(1)
         if cfg.prioritized:
             # Prioritized replay (Schaul et al., 2016): importance-sampling weights correct the bias.
@@ -136,23 +170,18 @@ class DQN(OffPolicyAlgorithm):
         self.optimizer.zero_grad()
         loss.backward()
         if cfg.max_grad_norm > 0:
-            torch.nn.utils.clip_grad_norm_(self._online, cfg.max_grad_norm, foreach=True)
+            clip_grad_norm(self._online, cfg.max_grad_norm)
         self.optimizer.step()
         if cfg.prioritized:
             td = (q.detach() - target_q).abs().cpu().numpy().astype(np.float64)
             self.buffer.update_priorities(b["indices"], td)
         return torch.stack([loss.detach(), q.detach().mean()])
 
-    @torch.no_grad()
-    def td_target(self, batch: dict[str, np.ndarray]) -> torch.Tensor:
-        """The TD target [B] of a sampled batch (``buffer.sample``'s dict, with ``indices``).
-
-        n-step returns (Sutton, 1988; ``n_step > 1``): ``R = sum_{k<m} gamma^k r_{t+k}`` from
-        ``rlox.compute_nstep_targets``, which walks each env's stream in the ring and stops at the
-        episode's end, bootstrapped with ``gamma^m * max_a Q'(s_{t+m}, a)`` (no bootstrap after a
-        termination; a truncated step bootstraps from its true final observation). Double DQN
-        (van Hasselt et al., 2016): the online network picks the action, the target evaluates it.
-        """
+    def _bootstrap(self, batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(returns, discounts, bootstrap observations) of a batch: one-step, or n-step (Sutton,
+        1988) from ``rlox.compute_nstep_targets``, which walks each env's stream in the ring and
+        stops at the episode's end (no bootstrap after a termination; a truncated step bootstraps
+        from its true final observation)."""
         cfg, dev = self.config, self.device
         if cfg.n_step > 1:
             from rlox.buffers import compute_nstep_targets
@@ -160,18 +189,26 @@ class DQN(OffPolicyAlgorithm):
             returns, boot, discounts = compute_nstep_targets(self.buffer, batch["indices"], cfg.n_step, cfg.gamma,
                                                              stride=self.collector.n_envs)
             next_obs = torch.from_numpy(self.buffer.gather(boot, fields=("next_obs",))["next_obs"]).to(dev)
-            returns, discounts = torch.from_numpy(returns).to(dev), torch.from_numpy(discounts).to(dev)
-        else:
-            next_obs = torch.from_numpy(batch["next_obs"]).to(dev)
-            returns = torch.from_numpy(batch["rewards"]).to(dev)
-            discounts = cfg.gamma * (1.0 - torch.from_numpy(batch["terminated"]).to(dev))
-        next_q_target = self.q_net_target(next_obs)
-        if cfg.double_dqn:
+            return torch.from_numpy(returns).to(dev), torch.from_numpy(discounts).to(dev), next_obs
+        discounts = cfg.gamma * (1.0 - torch.from_numpy(batch["terminated"]).to(dev))
+        return torch.from_numpy(batch["rewards"]).to(dev), discounts, torch.from_numpy(batch["next_obs"]).to(dev)
+
+    @torch.no_grad()
+    def _next_q(self, next_obs: torch.Tensor, q_next_target: torch.Tensor) -> torch.Tensor:
+        """max_a Q'(s', a), or with Double DQN (van Hasselt et al., 2016) Q'(s', argmax_a Q(s', a)):
+        the online network picks, the target network evaluates."""
+        if self.config.double_dqn:
             best = self.q_net(next_obs).argmax(-1, keepdim=True)
-            next_q = next_q_target.gather(1, best).squeeze(1)
-        else:
-            next_q = next_q_target.max(-1).values
-        return returns + discounts * next_q
+            return q_next_target.gather(1, best).squeeze(1)
+        return q_next_target.max(-1).values
+
+    @torch.no_grad()
+    def td_target(self, batch: dict[str, np.ndarray]) -> torch.Tensor:
+        """The TD target [B] of a sampled batch (``buffer.sample``'s dict, with ``indices``):
+        ``R + discount * Q'(s', a*)`` with R, discount and s' from ``_bootstrap`` (one-step:
+        ``r``, ``gamma * (1 - terminated)``, ``next_obs``) and a* from ``_next_q``."""
+        returns, discounts, next_obs = self._bootstrap(batch)
+        return returns + discounts * self._next_q(next_obs, self.q_net_target(next_obs))
 
     def _schedule_metrics(self) -> dict[str, float]:
         out = {}

@@ -38,7 +38,8 @@ from rlox.errors import RloxWarning
 from rlox.exploration import Exploration
 from rlox.off_policy_collector import OffPolicyCollector
 
-__all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "polyak_update", "buffer_path"]
+__all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "FastAdam", "make_adam", "polyak_update", "clip_grad_norm",
+           "buffer_path"]
 
 
 class OffPolicyWarning(RloxWarning):
@@ -53,6 +54,16 @@ def polyak_update(params: Sequence[torch.Tensor], target_params: Sequence[torch.
         torch._foreach_copy_(list(target_params), list(params))
     else:
         torch._foreach_lerp_(list(target_params), list(params), float(tau))
+
+
+@torch.no_grad()
+def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` (foreach, L2) without its per-call bookkeeping: scale the
+    gradients so their global norm is at most ``max_norm``; returns the norm before clipping."""
+    grads = [p.grad for p in params if p.grad is not None]
+    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, (max_norm / (total + 1e-6)).clamp_(max=1.0))
+    return total
 
 
 def buffer_path(path: str | os.PathLike) -> Path:
@@ -341,9 +352,7 @@ class OffPolicyAlgorithm(Algorithm):
             # 2. Learn (SB3: after learning_starts env steps, on a non-empty buffer).
             if self.num_timesteps > cfg.learning_starts and len(self.buffer) > 0 and result.steps:
                 n_grad = cfg.gradient_steps if cfg.gradient_steps >= 0 else result.steps * n_envs
-                for _ in range(n_grad):
-                    self._metrics.append(self._train_step())
-                    self._n_updates += 1
+                self._learn(n_grad)
                 t_learn += time.perf_counter() - t1
         self.time_phase("env_step", t_env)
         self.time_phase("gradient_update", t_learn)
@@ -354,6 +363,12 @@ class OffPolicyAlgorithm(Algorithm):
                    "time/env_step": t_env, "time/gradient_update": t_learn}
         metrics.update(self._schedule_metrics())
         return metrics, keep_going
+
+    def _learn(self, n_grad: int) -> None:
+        """One learning phase: ``n_grad`` gradient steps (their metrics kept as tensors)."""
+        for _ in range(n_grad):
+            self._metrics.append(self._train_step())
+            self._n_updates += 1
 
     def _schedule_metrics(self) -> dict[str, float]:
         """Scalars to log each iteration besides the losses (epsilon, alpha, ...)."""

@@ -132,7 +132,7 @@ class SAC(OffPolicyAlgorithm):
 
         # 2. Actor: minimise E[alpha log pi(a|s) - min_i Q_i(s, a)] (eq. 7), through the updated
         #    critics' input only (their weights get no gradient).
-        q_pi = self.critic(obs, actions_pi, detach_params=True).min(0).values
+        q_pi = self.critic.min_q(obs, actions_pi)
         actor_loss = (alpha * log_prob - q_pi).mean()
         # 3. Temperature: J(alpha) = E[-alpha (log pi(a|s) + target_entropy)] (eq. 18). Its graph is
         #    disjoint from the actor's (log pi detached, alpha detached in the actor loss), so one
