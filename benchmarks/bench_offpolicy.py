@@ -50,46 +50,50 @@ LEARNING: dict[tuple[str, str], tuple[int, float | None]] = {
     ("sac", "MountainCarContinuous-v0"): (50_000, 90.0),
 }
 MUJOCO: dict[tuple[str, str], tuple[int, float | None]] = {("sac", "HalfCheetah-v5"): (100_000, None)}
+# rlox-only variants: (algo, env, name) -> (budget, goal, config overrides); SB3 has no equivalent.
+VARIANTS: dict[tuple[str, str, str], tuple[int, float | None, dict[str, Any]]] = {
+    ("sac", "Pendulum-v1", "bfloat16"): (20_000, -200.0, {"precision": "bfloat16"}),
+    ("td3", "Pendulum-v1", "bfloat16"): (20_000, -200.0, {"precision": "bfloat16"}),
+}
 
 
 # ---------------------------------------------------------------------- SB3 with rlox's hyperparameters
 def sb3_model(algo: str, env_id: str, seed: int, cfg: dict[str, Any]):
-    """An SB3 model with rlox config ``cfg`` (a preset) translated to SB3's arguments."""
+    """An SB3 model with the hyperparameters rlox runs with: ``cfg`` (a preset) over the rlox
+    config's defaults, every field translated to SB3's argument (so the two see the same values
+    even where a preset is silent)."""
     import stable_baselines3 as sb3
     from stable_baselines3.common.noise import NormalActionNoise, OrnsteinUhlenbeckActionNoise
 
-    hidden = cfg.get("hidden", {"sac": 256, "td3": [400, 300], "dqn": 64}[algo])
+    from rlox.config import config_for
+
+    c = config_for(algo)(**cfg)
+    hidden = c.hidden
     net_arch = [hidden, hidden] if isinstance(hidden, int) else list(hidden)
-    common = dict(
-        learning_rate=cfg.get("learning_rate", {"sac": 3e-4, "td3": 1e-3, "dqn": 1e-4}[algo]),
-        buffer_size=cfg.get("buffer_size", 1_000_000), learning_starts=cfg.get("learning_starts", 100),
-        batch_size=cfg.get("batch_size", {"sac": 256, "td3": 256, "dqn": 32}[algo]),
-        tau=cfg.get("tau", 1.0 if algo == "dqn" else 0.005), gamma=cfg.get("gamma", 0.99),
-        train_freq=cfg.get("train_freq", 4 if algo == "dqn" else 1), gradient_steps=cfg.get("gradient_steps", 1),
-        seed=seed, verbose=0, device="cpu",
-    )
+    common = dict(learning_rate=c.learning_rate, buffer_size=c.buffer_size, learning_starts=c.learning_starts,
+                  batch_size=c.batch_size, tau=c.tau, gamma=c.gamma, train_freq=c.train_freq,
+                  gradient_steps=c.gradient_steps, seed=seed, verbose=0, device="cpu")
     if algo == "sac":
-        ent = "auto" if cfg.get("auto_entropy", True) else cfg.get("ent_coef", 1.0)
-        if ent == "auto" and cfg.get("ent_coef", 1.0) != 1.0:
-            ent = f"auto_{cfg['ent_coef']}"
-        return sb3.SAC("MlpPolicy", env_id, ent_coef=ent, target_update_interval=cfg.get("target_update_interval", 1),
-                       use_sde=cfg.get("use_sde", False), sde_sample_freq=cfg.get("sde_sample_freq", -1),
-                       policy_kwargs=dict(net_arch=net_arch, log_std_init=cfg.get("log_std_init", -3.0)), **common)
+        ent: Any = ("auto" if c.ent_coef == 1.0 else f"auto_{c.ent_coef}") if c.auto_entropy else c.ent_coef
+        return sb3.SAC("MlpPolicy", env_id, ent_coef=ent, target_update_interval=c.target_update_interval,
+                       target_entropy="auto" if c.target_entropy is None else c.target_entropy,
+                       use_sde=c.use_sde, sde_sample_freq=c.sde_sample_freq,
+                       policy_kwargs=dict(net_arch=net_arch, log_std_init=c.log_std_init), **common)
     if algo == "td3":
         import gymnasium as gym
 
         act_dim = int(np.prod(gym.make(env_id).action_space.shape))
-        sigma = cfg.get("exploration_noise", 0.1) * np.ones(act_dim)
-        noise = (OrnsteinUhlenbeckActionNoise(np.zeros(act_dim), sigma)
-                 if cfg.get("noise_type", "normal") == "ornstein-uhlenbeck" else NormalActionNoise(np.zeros(act_dim), sigma))
-        return sb3.TD3("MlpPolicy", env_id, action_noise=noise, policy_delay=cfg.get("policy_delay", 2),
-                       target_policy_noise=cfg.get("target_noise", 0.2), target_noise_clip=cfg.get("noise_clip", 0.5),
+        sigma = c.exploration_noise * np.ones(act_dim)
+        noise = (OrnsteinUhlenbeckActionNoise(np.zeros(act_dim), sigma) if c.noise_type == "ornstein-uhlenbeck"
+                 else NormalActionNoise(np.zeros(act_dim), sigma))
+        return sb3.TD3("MlpPolicy", env_id, action_noise=noise, policy_delay=c.policy_delay,
+                       target_policy_noise=c.target_noise, target_noise_clip=c.noise_clip,
                        policy_kwargs=dict(net_arch=net_arch), **common)
-    return sb3.DQN("MlpPolicy", env_id, target_update_interval=cfg.get("target_update_interval", 10_000),
-                   exploration_fraction=cfg.get("exploration_fraction", 0.1),
-                   exploration_initial_eps=cfg.get("exploration_initial_eps", 1.0),
-                   exploration_final_eps=cfg.get("exploration_final_eps", 0.05),
-                   max_grad_norm=cfg.get("max_grad_norm", 10.0), n_steps=cfg.get("n_step", 1),
+    if c.double_dqn or c.dueling or c.prioritized:
+        raise ValueError("SB3's DQN has no Double DQN, dueling heads or prioritized replay")
+    return sb3.DQN("MlpPolicy", env_id, target_update_interval=c.target_update_interval,
+                   exploration_fraction=c.exploration_fraction, exploration_initial_eps=c.exploration_initial_eps,
+                   exploration_final_eps=c.exploration_final_eps, max_grad_norm=c.max_grad_norm, n_steps=c.n_step,
                    policy_kwargs=dict(net_arch=net_arch), **common)
 
 
@@ -112,11 +116,13 @@ def store_run(run: dict[str, Any]) -> None:
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return all(a[k] == b[k] for k in ("algo", "env", "lib", "seed", "steps"))
+    return (all(a[k] == b[k] for k in ("algo", "env", "lib", "seed", "steps"))
+            and a.get("variant", "") == b.get("variant", ""))
 
 
-def run_one(algo: str, env_id: str, lib: str, seed: int, steps: int) -> dict[str, Any]:
-    cfg = get_preset(algo, env_id)
+def run_one(algo: str, env_id: str, lib: str, seed: int, steps: int, variant: str = "",
+            overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    cfg = {**get_preset(algo, env_id), **(overrides or {})}
     t0 = time.perf_counter()
     if lib == "rlox":
         from rlox import Trainer
@@ -130,33 +136,40 @@ def run_one(algo: str, env_id: str, lib: str, seed: int, steps: int) -> dict[str
         model.learn(total_timesteps=steps)
         dt = time.perf_counter() - t0
         value = score(lambda o: model.predict(o, deterministic=True)[0], env_id, seed)
-    return dict(algo=algo, env=env_id, lib=lib, seed=seed, steps=steps, score=float(value), seconds=dt,
-                when=time.strftime("%Y-%m-%d %H:%M"))
+    return dict(algo=algo, env=env_id, lib=lib, seed=seed, steps=steps, variant=variant, score=float(value),
+                seconds=dt, when=time.strftime("%Y-%m-%d %H:%M"))
 
 
-def learning(cases: dict[tuple[str, str], tuple[int, float | None]], n_seeds: int, quick: bool,
-             run_missing: bool = True) -> list[tuple]:
+def learning(cases: dict[tuple, tuple], n_seeds: int, quick: bool, run_missing: bool = True) -> list[tuple]:
+    """Run (or read back) the learning cases: keys (algo, env) for rlox and SB3, or (algo, env,
+    variant) for rlox-only variants whose values carry config overrides."""
     header(f"learning: presets (RL Zoo hyperparameters), {n_seeds} seeds, IQM of 10-episode deterministic returns")
     rows = []
-    for (algo, env_id), (budget, goal) in cases.items():
+    for key, value in cases.items():
+        algo, env_id = key[0], key[1]
+        variant = key[2] if len(key) > 2 else ""
+        budget, goal = value[0], value[1]
+        overrides = value[2] if len(value) > 2 else {}
+        libs = ("rlox",) if variant else ("rlox", "sb3")
         steps = budget // 4 if quick else budget
         done = load_runs()
         for seed in range(n_seeds):
-            for lib in ("rlox", "sb3"):
-                if any(_same(r, dict(algo=algo, env=env_id, lib=lib, seed=seed, steps=steps)) for r in done):
+            for lib in libs:
+                probe = dict(algo=algo, env=env_id, lib=lib, seed=seed, steps=steps, variant=variant)
+                if any(_same(r, probe) for r in done) or not run_missing:
                     continue
-                if not run_missing:
-                    continue
-                run = run_one(algo, env_id, lib, seed, steps)
+                run = run_one(algo, env_id, lib, seed, steps, variant, overrides)
                 store_run(run)
-                print(f"    {algo} {env_id} {lib} seed {seed}: {run['score']:9.1f} ({run['seconds']:.0f}s)", flush=True)
-        runs = [r for r in load_runs() if r["algo"] == algo and r["env"] == env_id and r["steps"] == steps]
-        ours = [r["score"] for r in runs if r["lib"] == "rlox" and r["seed"] < n_seeds]
-        theirs = [r["score"] for r in runs if r["lib"] == "sb3" and r["seed"] < n_seeds]
+                print(f"    {algo} {env_id} {variant or ''} {lib} seed {seed}: {run['score']:9.1f} "
+                      f"({run['seconds']:.0f}s)", flush=True)
+        runs = [r for r in load_runs() if r["algo"] == algo and r["env"] == env_id and r["steps"] == steps
+                and r.get("variant", "") == variant and r["seed"] < n_seeds]
+        ours = [r["score"] for r in runs if r["lib"] == "rlox"]
+        theirs = [r["score"] for r in runs if r["lib"] == "sb3"]
         if ours:
-            rows.append((algo, env_id, steps, goal, ours, theirs,
-                         sum(r["seconds"] for r in runs if r["lib"] == "rlox" and r["seed"] < n_seeds),
-                         sum(r["seconds"] for r in runs if r["lib"] == "sb3" and r["seed"] < n_seeds)))
+            rows.append((algo, env_id + (f" ({variant})" if variant else ""), steps, goal, ours, theirs,
+                         sum(r["seconds"] for r in runs if r["lib"] == "rlox"),
+                         sum(r["seconds"] for r in runs if r["lib"] == "sb3")))
     return rows
 
 
@@ -173,7 +186,7 @@ def learning_table(table: Table, rows: list[tuple], quick: bool) -> None:
             parts.append(f">= SB3: {'yes' if iqm_r >= iqm_s else 'NO'}")
         if goal is not None and not quick:
             parts.append(f"goal >= {goal:g}: {'yes' if iqm_r >= goal else 'NO'}")
-        parts.append(f"wall rlox {t_ours:.0f}s vs SB3 {t_theirs:.0f}s")
+        parts.append(f"wall rlox {t_ours:.0f}s" + (f" vs SB3 {t_theirs:.0f}s" if theirs else ""))
         table.add(f"{algo.upper()} {env_id} {steps // 1000}k IQM", rlox=iqm_r, unit="return", note="; ".join(parts))
 
 
@@ -182,7 +195,8 @@ def _clock() -> tuple[float, float]:
     return time.perf_counter(), time.process_time()
 
 
-def throughput_pair(algo: str, env_id: str, steps: int, chunk: int, seed: int, sb3_threads: int) -> dict[str, float]:
+def throughput_pair(algo: str, env_id: str, steps: int, chunk: int, seed: int, sb3_threads: int,
+                    rlox_overrides: dict[str, Any] | None = None) -> dict[str, float]:
     """Train rlox and SB3 side by side for ``steps`` env steps each, alternating every ``chunk``
     steps. SB3 runs one uninterrupted ``learn`` call; a callback of it runs the next rlox chunk
     (rlox resumes its own run, so its schedules are those of one run too). Returns seconds of
@@ -200,7 +214,8 @@ def throughput_pair(algo: str, env_id: str, steps: int, chunk: int, seed: int, s
         def on_update(self, metrics):
             return self.num_timesteps < boundary["at"]
 
-    trainer = Trainer(algo, env=env_id, seed=seed, config={**cfg, "steps_per_iteration": chunk}, callbacks=[Pause()])
+    trainer = Trainer(algo, env=env_id, seed=seed, config={**cfg, "steps_per_iteration": chunk, **(rlox_overrides or {})},
+                      callbacks=[Pause()])
     model = sb3_model(algo, env_id, seed, cfg)
     spent = {"rlox_wall": 0.0, "rlox_cpu": 0.0}
 
@@ -241,12 +256,16 @@ def throughput(table: Table, quick: bool, rounds: int) -> None:
     cases = {("sac", "Pendulum-v1"): (1_500 if quick else 4_000, 500),
              ("dqn", "CartPole-v1"): (8_192 if quick else 30_720, 2_048)}
     for (algo, env_id), (steps, chunk) in cases.items():
-        for threads in (1, 2):
-            header(f"throughput: {algo.upper()} {env_id} preset, {steps} steps, rlox 1 thread vs SB3 {threads} "
+        settings = [(1, {}), (2, {})]
+        if algo == "sac":
+            settings.append((1, {"precision": "bfloat16"}))
+        for threads, overrides in settings:
+            what = "rlox bfloat16" if overrides else "rlox"
+            header(f"throughput: {algo.upper()} {env_id} preset, {steps} steps, {what} (1 thread) vs SB3 {threads} "
                    f"thread(s), interleaved every {chunk} steps, {rounds} rounds")
             wall, cpu, rates = [], [], []
             for rnd in range(rounds):
-                s = throughput_pair(algo, env_id, steps, chunk, seed=rnd, sb3_threads=threads)
+                s = throughput_pair(algo, env_id, steps, chunk, seed=rnd, sb3_threads=threads, rlox_overrides=overrides)
                 wall.append(s["sb3_wall"] / s["rlox_wall"])
                 cpu.append(s["sb3_cpu"] / s["rlox_cpu"])
                 rates.append((steps / s["rlox_wall"], steps / s["sb3_wall"]))
@@ -256,8 +275,9 @@ def throughput(table: Table, quick: bool, rounds: int) -> None:
                     f"{min(cpu):.2f}-{max(cpu):.2f}x" + ("" if threads == 1 else " (SB3's CPU time counts both threads)"))
             r_rlox = float(np.median([r[0] for r in rates]))
             r_sb3 = float(np.median([r[1] for r in rates]))
-            table.add(f"{algo.upper()} {env_id} steps/s, SB3 {threads} thread{'s' if threads > 1 else ''}",
-                      rlox=r_rlox, peer=r_sb3, peer_name=f"SB3 {algo.upper()}", goal=1.5, unit="steps/s", note=note)
+            label = f"{algo.upper()} {env_id} steps/s{' (rlox bfloat16)' if overrides else ''}, SB3 {threads} thread"
+            table.add(label + ("s" if threads > 1 else ""), rlox=r_rlox, peer=r_sb3, peer_name=f"SB3 {algo.upper()}",
+                      goal=1.5, unit="steps/s", note=note)
 
 
 # ---------------------------------------------------------------------- main
@@ -295,6 +315,8 @@ def main() -> None:
     if args.only in (None, "learning") or args.report:
         seeds = args.seeds or (2 if quick else 5)
         rows = learning(_parse_cases(args.cases), seeds, quick, run_missing=not args.report)
+        if not args.cases:
+            rows += learning(VARIANTS, seeds, quick, run_missing=not args.report)
         if args.mujoco or args.report:
             rows += learning(MUJOCO, 1, quick, run_missing=args.mujoco and not args.report)
         learning_table(table, rows, quick)

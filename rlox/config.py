@@ -293,6 +293,9 @@ class _OffPolicyConfig(ConfigBase):
     hidden: Any = _f(256, "hidden layer width (two layers) or a list of widths")
     steps_per_iteration: int = _f(1000, "env steps per training iteration (how often the logger and "
                                   "on_update run)", ge=1)
+    precision: Literal["float32", "bfloat16"] = _f("float32", "dtype of the gradient steps' matrix products: "
+                                                   "bfloat16 (autocast) is about 2x faster on CPUs with "
+                                                   "AVX512-BF16/AMX; weights, optimizers and targets stay float32")
 
 
 @dataclass

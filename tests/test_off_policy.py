@@ -246,3 +246,48 @@ def test_load_refuses_a_missing_or_mismatched_buffer(tmp_path):
         SAC.load(path)
     with pytest.raises(CheckpointError, match="'sac' model, not 'td3'"):
         TD3.load(path)
+
+
+def test_bfloat16_precision_keeps_float32_weights_and_state(tmp_path):
+    sac = SAC("Pendulum-v1", precision="bfloat16", **SMALL)
+    out = sac.train(200)
+    assert np.isfinite(out["critic_loss"]) and np.isfinite(out["actor_loss"])
+    assert all(p.dtype == torch.float32 for p in sac.critic.parameters())
+    assert all(s["exp_avg"].dtype == torch.float32 for s in sac.critic_optimizer.state.values())
+    assert sac.predict(np.zeros(3, np.float32)).dtype == np.float32
+    dqn = DQN("CartPole-v1", precision="bfloat16", n_step=2, double_dqn=True, **SMALL)
+    assert np.isfinite(dqn.train(300)["loss"])
+    with pytest.raises(ValueError, match="precision"):
+        SAC("Pendulum-v1", precision="float16")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SAC("Pendulum-v1", **SMALL),
+    lambda: TD3("MountainCarContinuous-v0", **SMALL),
+    lambda: DQN("CartPole-v1", **SMALL),
+    lambda: DQN("Acrobot-v1", dueling=True, **SMALL),
+], ids=["sac", "td3", "dqn", "dueling-dqn"])
+def test_exported_inference_policy_acts_like_predict(tmp_path, make):
+    from rlox.artifacts import export_inference
+    from rlox.inference import InferencePolicy
+
+    algo = make()
+    algo.train(120)
+    export_inference(algo, tmp_path)
+    policy = InferencePolicy.load(tmp_path)
+    obs = np.random.default_rng(0).normal(size=(32, *algo.observation_space.shape)).astype(np.float32)
+    ours = algo.predict(obs, deterministic=True)
+    theirs = policy.act(obs, deterministic=True)
+    if np.issubdtype(np.asarray(ours).dtype, np.integer):
+        np.testing.assert_array_equal(theirs, ours)
+    else:
+        np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5)
+
+
+def test_gymnasium_env_kwargs_survive_save_and_load(tmp_path):
+    env = gym.make("Pendulum-v1", g=5.0)
+    sac = SAC(env_id=env, **SMALL)
+    sac.train(60)
+    sac.save(tmp_path / "g.pt")
+    loaded = SAC.load(tmp_path / "g.pt")
+    assert loaded.collector.env.env.unwrapped.g == 5.0

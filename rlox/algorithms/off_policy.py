@@ -66,6 +66,14 @@ def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Ten
     return total
 
 
+def _cpu_has_fast_bf16() -> bool:
+    """Whether oneDNN has bfloat16 matrix kernels for this CPU (AVX512-BF16 or AMX)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def buffer_path(path: str | os.PathLike) -> Path:
     """Where ``save(path, include_buffer=True)`` writes the replay buffer: ``<path>.buffer.npz``."""
     return Path(str(path) + ".buffer.npz")
@@ -193,6 +201,12 @@ class OffPolicyAlgorithm(Algorithm):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             self._build()
+        # bfloat16 autocast of the gradient steps (the collection's forward passes stay float32).
+        self._bf16 = cfg.precision == "bfloat16"
+        if self._bf16 and self.device.type == "cpu" and not _cpu_has_fast_bf16():
+            warnings.warn(f"{type(self).__name__}: precision='bfloat16' requested, but this CPU has no "
+                          f"bfloat16 matrix instructions (AVX512-BF16 or AMX), so it would run slower than "
+                          f"float32; use precision='float32'", OffPolicyWarning, stacklevel=2)
         self._n_updates = 0          # gradient steps taken (all runs)
         self._n_calls = 0            # vector env steps taken (all runs)
         self._metrics: list[torch.Tensor] = []
@@ -352,7 +366,8 @@ class OffPolicyAlgorithm(Algorithm):
             # 2. Learn (SB3: after learning_starts env steps, on a non-empty buffer).
             if self.num_timesteps > cfg.learning_starts and len(self.buffer) > 0 and result.steps:
                 n_grad = cfg.gradient_steps if cfg.gradient_steps >= 0 else result.steps * n_envs
-                self._learn(n_grad)
+                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self._bf16):
+                    self._learn(n_grad)
                 t_learn += time.perf_counter() - t1
         self.time_phase("env_step", t_env)
         self.time_phase("gradient_update", t_learn)

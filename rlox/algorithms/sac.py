@@ -183,7 +183,10 @@ class SAC(OffPolicyAlgorithm):
     def export_policy(self) -> dict[str, Any] | None:
         if self.config.use_sde:
             return None  # the artifact format has no state-dependent noise
+        trunk = self.actor.trunk
+        if len(self.observation_space.shape or ()) > 1:   # the actor sees flattened observations
+            trunk = torch.nn.Sequential(torch.nn.Flatten(), *trunk)
         return {"distribution": "squashed_gaussian",
-                "networks": {"trunk": self.actor.trunk, "mu": torch.nn.Sequential(self.actor.mu),
+                "networks": {"trunk": trunk, "mu": torch.nn.Sequential(self.actor.mu),
                              "log_std": torch.nn.Sequential(self.actor.log_std)},
                 "outputs": {"mean": ["trunk", "mu"], "log_std": ["trunk", "log_std"]}}
