@@ -40,7 +40,9 @@ from _harness import QUICK, RESULTS, Table, header  # noqa: E402
 from rlox.evaluation import evaluate_policy, interquartile_mean, stratified_bootstrap_ci  # noqa: E402
 from rlox.presets import get_preset  # noqa: E402
 
-RUNS = RESULTS / "offpolicy_runs.json"
+# Finished runs; RLOX_BENCH_RUNS names another file for a second process running other cases at
+# the same time (every offpolicy_runs*.json is read back).
+RUNS = RESULTS / os.environ.get("RLOX_BENCH_RUNS", "offpolicy_runs.json")
 
 # (algo, env) -> (budget, goal on the IQM or None)
 LEARNING: dict[tuple[str, str], tuple[int, float | None]] = {
@@ -104,11 +106,15 @@ def score(agent_predict, env_id: str, seed: int) -> float:
 
 # ---------------------------------------------------------------------- learning runs (stored as they finish)
 def load_runs() -> list[dict[str, Any]]:
-    return json.loads(RUNS.read_text()) if RUNS.is_file() else []
+    runs: list[dict[str, Any]] = []
+    for path in sorted(RESULTS.glob("offpolicy_runs*.json")):
+        runs += [r for r in json.loads(path.read_text()) if not any(_same(r, q) for q in runs)]
+    return runs
 
 
 def store_run(run: dict[str, Any]) -> None:
-    runs = [r for r in load_runs() if not _same(r, run)] + [run]
+    mine = json.loads(RUNS.read_text()) if RUNS.is_file() else []
+    runs = [r for r in mine if not _same(r, run)] + [run]
     RESULTS.mkdir(parents=True, exist_ok=True)
     tmp = RUNS.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(runs, indent=1))
@@ -307,8 +313,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    if args.fresh and RUNS.is_file():
-        RUNS.unlink()
+    if args.fresh:
+        for path in RESULTS.glob("offpolicy_runs*.json"):
+            path.unlink()
     table = Table("offpolicy", "SAC, TD3, DQN: rlox vs Stable-Baselines3 (learning and throughput)")
     if args.only in (None, "throughput") and not args.report:
         throughput(table, quick, args.rounds)
