@@ -13,6 +13,20 @@ import numpy as np
 
 include "_threads.pxi"
 
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec* tp)
+    int CLOCK_MONOTONIC
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
 cnp.import_array()
 
 KIND_CARTPOLE = ENV_CARTPOLE
@@ -237,7 +251,11 @@ cdef class VecCore:
     cdef int64_t max_steps
     cdef float64_t g
     cdef bint book
-    cdef bint parallel
+    cdef bint parallel                # enough work per step for the parallel path to be tried
+    cdef int64_t _calls               # parallel-eligible steps so far
+    cdef double _t_par, _t_ser        # running mean seconds per step of each path (0: unknown)
+    cdef int64_t _probe_every         # steps between probes of the path not in use
+    cdef bint _use_par                # the path in use
     cdef bint _reuse
     cdef bint _was_reset
     cdef object _bufs
@@ -262,6 +280,11 @@ cdef class VecCore:
         self.g = g
         self.book = book
         self.parallel = n * _COST[kind] >= PARALLEL_WORK
+        self._calls = 0
+        self._t_par = 0.0
+        self._t_ser = 0.0
+        self._probe_every = 16
+        self._use_par = True
         self._reuse = reuse_buffers
         self.envs = <env_t*>malloc(n * sizeof(env_t))
         if self.envs == NULL:
@@ -393,15 +416,49 @@ cdef class VecCore:
         cdef float64_t* pr = <float64_t*>cnp.PyArray_DATA(rew)
         cdef bool_t* pte = <bool_t*>cnp.PyArray_DATA(term)
         cdef bool_t* ptr = <bool_t*>cnp.PyArray_DATA(trunc)
-        if self.parallel:
+        cdef bint par, probe
+        cdef double t0
+        if self.parallel and _num_threads > 1:
+            # Serial or parallel, whichever is measured faster. The other path is timed now
+            # and then (less and less often while it keeps losing): on a machine whose cores
+            # are busy with other work, a parallel region can cost 100x the serial loop.
+            self._calls += 1
+            probe = self._calls <= 2 or self._calls % self._probe_every == 0
+            par = self._use_par
+            if probe:
+                par = (not self._use_par) if self._calls > 2 else (self._calls == 1)
+                t0 = _now()
             with nogil:
                 _step_all(self.envs, self.num_envs, self.obs_dim, acts, uacts, po, pt, pr, pte,
-                          ptr, True)
+                          ptr, par)
+            if probe:
+                self._record(par, _now() - t0)
         else:
             _step_all(self.envs, self.num_envs, self.obs_dim, acts, uacts, po, pt, pr, pte, ptr,
                       False)
         return {"obs": obs, "rewards": rew, "terminated": term, "truncated": trunc,
                 "terminal_obs": tobs}
+
+    cdef void _record(self, bint par, double dt):
+        """Fold one timed step into the path's running mean, then pick the faster path."""
+        if par:
+            self._t_par = dt if self._t_par == 0.0 else 0.7 * self._t_par + 0.3 * dt
+        else:
+            self._t_ser = dt if self._t_ser == 0.0 else 0.7 * self._t_ser + 0.3 * dt
+        if self._t_par == 0.0 or self._t_ser == 0.0:
+            return
+        cdef bint faster_par = self._t_par < self._t_ser
+        if faster_par == self._use_par:
+            # The path in use won again: probe the other one less often (up to every 4096 steps).
+            self._probe_every = min(self._probe_every * 2, 4096)
+        else:
+            self._use_par = faster_par
+            self._probe_every = 16
+
+    @property
+    def parallel_stepping(self):
+        """Whether steps currently run on the OpenMP path (chosen by measurement)."""
+        return bool(self.parallel and _num_threads > 1 and self._use_par)
 
     def get_state(self):
         """Snapshot of every env (physics, step counters, RNG streams) as a uint8 array.

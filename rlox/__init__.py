@@ -3,7 +3,16 @@
 The low-level primitives (native envs, GAE/V-trace, running statistics, replay buffers,
 LLM kernels) are re-exported here; algorithms live in ``rlox.algorithms``.
 """
-from rlox._threads import get_num_threads, openmp_enabled, set_num_threads
+import os as _os
+
+# OpenMP workers that spin while waiting steal the core from whoever else runs on the machine, and
+# a parallel region then waits a whole scheduler slice for them (measured here: a 16-env Acrobot
+# step went from 13 us to 2.5 ms on a busy 2-core machine). Sleeping workers cost a few
+# microseconds to wake instead. This must be set before the first kernel loads the OpenMP
+# runtime; set OMP_WAIT_POLICY yourself to override it.
+_os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from rlox._threads import get_num_threads, openmp_enabled, set_num_threads  # noqa: E402
 from rlox.errors import RloxWarning
 
 from rlox.envs import *  # noqa: F401,F403

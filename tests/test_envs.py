@@ -330,3 +330,25 @@ def test_gym_vec_env_continuous_and_bad_args():
         GymVecEnv([lambda: gym.make("CartPole-v1")] * 2, n_envs=3)
     with pytest.raises(ValueError, match="n_envs must be an int >= 1"):
         GymVecEnv("CartPole-v1", 0)
+
+
+def test_adaptive_parallel_stepping_gives_the_serial_results():
+    """VecEnv times its serial and OpenMP paths and switches between them; every step must be
+    the same whichever path ran it."""
+    before = rlox.get_num_threads()
+    try:
+        outs = {}
+        for threads in (1, 2):
+            rlox.set_num_threads(threads)
+            vec = rlox.VecEnv(n=256, seed=3, env_id="Acrobot-v1")
+            vec.reset_all()
+            rng = np.random.default_rng(0)
+            trace = []
+            for _ in range(300):                   # crosses several probes of the other path
+                out = vec.step_all(rng.integers(0, 3, size=256))
+                trace.append(np.concatenate([out["obs"].ravel(), out["rewards"]]))
+            outs[threads] = np.stack(trace)
+            assert isinstance(vec.parallel_stepping, bool)
+        np.testing.assert_array_equal(outs[1], outs[2])
+    finally:
+        rlox.set_num_threads(before)
