@@ -16,7 +16,7 @@ $(VENV)/bin/python:
 
 $(STAMP): $(VENV)/bin/python pyproject.toml constraints.txt setup.py plugins/rlox-example-plugin/pyproject.toml
 	$(PIP) --upgrade pip
-	$(PIP) "setuptools>=68" wheel "cython>=3.0" "numpy>=2.0"
+	$(PIP) "setuptools>=68" wheel "cython>=3.0" "numpy>=2.0" "scipy>=1.11"
 	$(PIP) --no-build-isolation -e ".[dev]"
 	$(PIP) --no-build-isolation --no-deps -e plugins/rlox-example-plugin
 	touch $@
