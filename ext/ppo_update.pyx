@@ -32,9 +32,9 @@
 #   inputs   dH [B, in] = dY W      -> sgemm('N', 'N', in, B, out, W, in, dY, out, dH, in)
 from libc.math cimport sqrt, pow, expf, logf, fabsf, INFINITY, NAN, isnan, isfinite
 from libc.stdlib cimport malloc, free
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 from scipy.linalg.cython_blas cimport sgemm
-from _types cimport float32_t, float64_t, int64_t, intp_t
+from _types cimport float32_t, int64_t, intp_t
 import numpy as np
 
 cdef extern from "rlox_ppo.h" nogil:
@@ -245,6 +245,9 @@ cdef class PPOUpdateKernel:
     cdef float32_t* s_dhv     # [cap] gradient w.r.t. the critic's output
     cdef float32_t* s_d0      # [cap, max_width] backward deltas (ping-pong)
     cdef float32_t* s_d1
+    cdef float32_t* g_std     # [n_out] Gaussian head: exp(log_std)
+    cdef float32_t* g_logstd  # [n_out] log(exp(log_std)), as the policy computes it
+    cdef double* g_dls        # [n_out] log_std gradient accumulators
     # the bound rollout (arrays kept alive by _batch)
     cdef tuple _batch
     cdef intp_t b_n
@@ -267,6 +270,9 @@ cdef class PPOUpdateKernel:
         self.critic.dims = NULL
         self.scratch = NULL
         self.s_act_i = NULL
+        self.g_std = NULL
+        self.g_logstd = NULL
+        self.g_dls = NULL
         self.cap = 0
         self.busy = False
         self._batch = None
@@ -318,6 +324,11 @@ cdef class PPOUpdateKernel:
         self.n_params = off
         self.layout = [] if discrete else [("log_std", 0, (n_out,))]
         self.layout += _net_layout(&self.critic, "critic") + _net_layout(&self.actor, "actor")
+        self.g_std = <float32_t*>malloc(n_out * sizeof(float32_t))
+        self.g_logstd = <float32_t*>malloc(n_out * sizeof(float32_t))
+        self.g_dls = <double*>malloc(n_out * sizeof(double))
+        if self.g_std == NULL or self.g_logstd == NULL or self.g_dls == NULL:
+            raise MemoryError()
         self._params_arr = np.zeros(self.n_params, dtype=np.float32)
         self._grads_arr = np.zeros(self.n_params, dtype=np.float32)
         self._m_arr = np.zeros(self.n_params, dtype=np.float32)
@@ -335,6 +346,9 @@ cdef class PPOUpdateKernel:
             net_free(&self.critic)
         free(self.scratch)
         free(self.s_act_i)
+        free(self.g_std)
+        free(self.g_logstd)
+        free(self.g_dls)
 
     # ------------------------------------------------------------------ parameters and state
     def parameters(self):
@@ -519,7 +533,7 @@ cdef class PPOUpdateKernel:
                 start = 0
                 while start < m:
                     rows = bs if start + bs <= m else m - start
-                    stepped = self._minibatch(idx, start, <int>rows, <float32_t>lr, clip_eps, kl_limit)
+                    stepped = self._minibatch(idx, start, <int>rows, lr, clip_eps, kl_limit)
                     if not stepped:
                         break
                     start += rows
@@ -546,11 +560,11 @@ cdef class PPOUpdateKernel:
                 for k, name in enumerate(METRICS)}
 
     # ------------------------------------------------------------------ one minibatch
-    cdef int _minibatch(self, const int64_t* idx, intp_t start, int B, float32_t lr, double clip_eps,
+    cdef int _minibatch(self, const int64_t* idx, intp_t start, int B, double lr, double clip_eps,
                         double kl_limit) noexcept nogil:
         """Step on rows idx[start:start + B] (or start..start + B - 1 when idx is NULL).
         Returns 0 (no step) when approx_kl > kl_limit, else 1."""
-        cdef intp_t r, k, src
+        cdef intp_t r, src
         cdef int od = self.obs_dim, no = self.n_out
         cdef float32_t* x = self.s_x
         # 1. gather
@@ -609,7 +623,7 @@ cdef class PPOUpdateKernel:
     cdef int _loss_rows(self, int B, double clip_eps, double kl_limit) noexcept nogil:
         """PPOLoss on the B gathered rows after the forward pass. Writes d loss / d outputs to
         s_dha (actor) and s_dhv (critic), the log_std gradient to grads, and adds the metrics;
-        returns 0 without writing anything when approx_kl > kl_limit."""
+        returns 0, leaving the gradients and metrics alone, when approx_kl > kl_limit."""
         cdef intp_t r, j
         cdef int no = self.n_out
         cdef int la = self.actor.n_layers - 1, lc = self.critic.n_layers - 1
@@ -620,27 +634,15 @@ cdef class PPOUpdateKernel:
         cdef float32_t inv_b = <float32_t>1.0 / <float32_t>B
         cdef float32_t g_ent = -<float32_t>self.ent_coef * inv_b     # d loss / d entropy[r]
         cdef float32_t v_scale = <float32_t>self.vf_coef * inv_b     # d loss / d V[r] = v_scale * err
-        cdef float32_t mx, s, lse, logp_new, ent, lr_, ratio, pa, pb, ca, cb, g_logp, p, lpj, z, adv
+        cdef float32_t mx, s, lse, logp_new, ent, log_ratio, ratio, pa, pb, ca, cb, g_logp, p, lpj, z, adv
         cdef float32_t val, ret, vd, vcl, e1, e2, dv
         cdef double pg_sum = 0.0, v_sum = 0.0, ent_sum = 0.0, kl_sum = 0.0, clip_n = 0.0
         cdef double ret_mean = 0.0, err_mean = 0.0, var_ret = 0.0, var_err = 0.0, dr
-        cdef float32_t std_buf[64]
-        cdef float32_t logstd_buf[64]
-        cdef double dls_buf[64]
-        cdef float32_t* std = std_buf
-        cdef float32_t* logstd = logstd_buf
-        cdef double* dls = dls_buf
+        cdef float32_t* std = self.g_std
+        cdef float32_t* logstd = self.g_logstd
+        cdef double* dls = self.g_dls
         cdef float32_t ent_row = 0.0
         if not self.discrete:
-            if no > 64:
-                std = <float32_t*>malloc(no * sizeof(float32_t))
-                logstd = <float32_t*>malloc(no * sizeof(float32_t))
-                dls = <double*>malloc(no * sizeof(double))
-                if std == NULL or logstd == NULL or dls == NULL:   # cannot raise here: skip the step
-                    if std != std_buf: free(std)
-                    if logstd != logstd_buf: free(logstd)
-                    if dls != dls_buf: free(dls)
-                    return 0
             # as the policy: std = exp(log_std), and log(std) (not log_std itself) in the density
             for j in range(no):
                 std[j] = expf(self.params[self.log_std_off + j])
@@ -671,12 +673,12 @@ cdef class PPOUpdateKernel:
                     logp_new += (<float32_t>-0.5 * z * z - logstd[j]) - HALF_LOG_2PI
                 ent = ent_row
             # policy: clipped surrogate max(-A r, -A clip(r))
-            lr_ = logp_new - self.s_logp[r]
-            ratio = expf(lr_)
+            log_ratio = logp_new - self.s_logp[r]
+            ratio = expf(log_ratio)
             pa = -adv * ratio
             pb = -adv * (lo if ratio < lo else (hi if ratio > hi else ratio))
             pg_sum += pa if pa >= pb else pb
-            kl_sum += <double>((ratio - <float32_t>1.0) - lr_)
+            kl_sum += <double>((ratio - <float32_t>1.0) - log_ratio)
             if fabsf(ratio - <float32_t>1.0) > eps:
                 clip_n += 1.0
             ent_sum += ent
@@ -718,17 +720,11 @@ cdef class PPOUpdateKernel:
                     dls[j] += <double>g_logp * (<double>z * z - 1.0)
         cdef double kl = kl_sum / B
         if kl > kl_limit:
-            if std != std_buf: free(std)
-            if logstd != logstd_buf: free(logstd)
-            if dls != dls_buf: free(dls)
             return 0
         if not self.discrete:
             # entropy = sum(0.5 + 0.5 log 2 pi + log_std): d(-ent_coef mean(entropy)) / d log_std = -ent_coef
             for j in range(no):
                 self.grads[self.log_std_off + j] = <float32_t>(dls[j] - self.ent_coef)
-            if std != std_buf: free(std)
-            if logstd != logstd_buf: free(logstd)
-            if dls != dls_buf: free(dls)
         cdef double pg = pg_sum / B, vl = 0.5 * v_sum / B, en = ent_sum / B
         cdef double m_[N_METRICS]
         m_[M_PG] = pg

@@ -407,3 +407,8 @@ def test_init_twice_is_refused():
     k = PPOUpdateKernel(4, [8], 2, True)
     with pytest.raises(RuntimeError, match="already initialised"):
         k.__init__(4, [64, 64], 2, True)
+
+
+@pytest.mark.parametrize("discrete, n_out", [(True, 100), (False, 70)], ids=["100_logits", "70_dim_gaussian"])
+def test_wide_heads(discrete, n_out):
+    _compare_step(discrete, 3, n_out, [24], 96, True, True, 0.5, 0.01, 1e-3, 0.2, seed=21, check_boundaries=False)
