@@ -224,3 +224,137 @@ def test_rollout_bad_input():
         kern.collect(0, 0.99)
     with pytest.raises(ValueError, match=r"gamma must be in \[0, 1\], got 1.5"):
         kern.collect(4, 1.5)
+
+
+# ---------------------------------------------------------------- the compiled update
+from rlox.algorithms.hybrid_ppo import HybridPPO  # noqa: E402
+
+SMALL = dict(n_envs=2, n_steps=32, batch_size=16, n_epochs=2)
+
+
+def _flat(algo):
+    return torch.cat([p.detach().reshape(-1) for p in algo.policy.parameters()]).numpy().copy()
+
+
+def test_compiled_update_is_the_default_and_shares_the_weights():
+    algo = HybridPPO("CartPole-v1", seed=0, **SMALL)
+    assert algo.compiled_update and algo.update_kernel is not None
+    flat = algo.update_kernel.flat_parameters
+    assert all(np.shares_memory(p.detach().numpy(), flat) for p in algo.policy.parameters())
+    before = _flat(algo)
+    metrics = algo.train(128)
+    after = _flat(algo)
+    assert not np.array_equal(before, after)
+    np.testing.assert_array_equal(after, flat)                 # torch sees the kernel's steps
+    assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "loss",
+            "explained_variance", "n_updates", "epochs_done"} <= set(metrics)
+    assert metrics["n_updates"] == 2 * (64 // 16)
+    # the collection policy is synced from the same weights
+    obs = np.random.default_rng(0).normal(size=(5, 4))
+    head, _ = algo.compiled.forward(obs)
+    with torch.no_grad():
+        ref = algo.policy.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(head, ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("env_id, extra", [
+    ("CartPole-v1", {}),
+    ("Pendulum-v1", dict(clip_vloss=False, ent_coef=0.01)),
+    ("Acrobot-v1", dict(normalize_advantages=False, max_grad_norm=10.0)),
+])
+def test_compiled_update_matches_the_torch_update(env_id, extra):
+    """One iteration from the same seed: the same rollout (identical weights before), the same
+    shuffles, and weights / metrics within float32 rounding after 2 epochs x 4 minibatches."""
+    a = HybridPPO(env_id, seed=3, compiled_update=True, **SMALL, **extra)
+    b = HybridPPO(env_id, seed=3, compiled_update=False, **SMALL, **extra)
+    np.testing.assert_array_equal(_flat(a), _flat(b))
+    ma, mb = a.train(64), b.train(64)
+    np.testing.assert_allclose(_flat(a), _flat(b), rtol=1e-4, atol=5e-6)
+    for key in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "loss",
+                "explained_variance"):
+        assert ma[key] == pytest.approx(mb[key], rel=1e-4, abs=1e-5), key
+    assert ma["n_updates"] == mb["n_updates"] == 8
+    assert a.torch_gen.get_state().equal(b.torch_gen.get_state())   # the same shuffles drawn
+
+
+def test_target_kl_stops_like_ppo():
+    kw = dict(SMALL, n_epochs=10, target_kl=1e-4, learning_rate=3e-3)
+    a = HybridPPO("CartPole-v1", seed=4, compiled_update=True, **kw)
+    b = HybridPPO("CartPole-v1", seed=4, compiled_update=False, **kw)
+    ma, mb = a.train(64), b.train(64)
+    assert ma["n_updates"] == mb["n_updates"] < 10 * 4
+    assert ma["epochs_done"] == mb["epochs_done"]
+    np.testing.assert_allclose(_flat(a), _flat(b), rtol=1e-4, atol=5e-6)
+
+
+def test_switching_the_update_carries_adam_state():
+    algo = HybridPPO("CartPole-v1", seed=5, **SMALL)
+    algo.train(64)
+    kstate = algo.update_kernel.get_adam_state()
+    algo.compiled_update = False
+    opt = algo.optimizers["policy"]
+    params = list(algo.policy.parameters())
+    np.testing.assert_array_equal(
+        np.concatenate([opt.state[p]["exp_avg_sq"].numpy().reshape(-1) for p in params]), kstate["exp_avg_sq"])
+    assert all(int(opt.state[p]["step"]) == kstate["step"] for p in params)
+    algo.train(64)                                  # torch steps on the shared weights
+    assert algo.update_kernel.get_adam_state()["step"] == kstate["step"]
+    algo.compiled_update = True
+    after = algo.update_kernel.get_adam_state()
+    assert after["step"] == int(opt.state[params[0]]["step"]) == 2 * kstate["step"]
+    np.testing.assert_array_equal(
+        after["exp_avg"], np.concatenate([opt.state[p]["exp_avg"].numpy().reshape(-1) for p in params]))
+    with pytest.raises(TypeError, match="compiled_update must be True or False"):
+        algo.compiled_update = "yes"
+
+
+def test_checkpoints_read_with_either_update(tmp_path):
+    """A checkpoint holds Adam's state in the torch optimizer's format: a compiled run resumes
+    exactly, and a run switched to the torch update continues from the same moments."""
+    algo = HybridPPO("Pendulum-v1", seed=6, **SMALL)
+    algo.train(128)
+    algo.save(tmp_path / "c.pt")
+    state = algo.update_kernel.get_adam_state()
+    loaded = HybridPPO.load(tmp_path / "c.pt")
+    assert loaded.compiled_update
+    got = loaded.update_kernel.get_adam_state()
+    assert got["step"] == state["step"]
+    np.testing.assert_array_equal(got["exp_avg"], state["exp_avg"])
+    np.testing.assert_array_equal(got["exp_avg_sq"], state["exp_avg_sq"])
+    np.testing.assert_array_equal(_flat(loaded), _flat(algo))
+    assert all(np.shares_memory(p.detach().numpy(), loaded.update_kernel.flat_parameters)
+               for p in loaded.policy.parameters())
+    # the torch update from the same checkpoint: its optimizer holds the same moments
+    loaded.compiled_update = False
+    opt = loaded.optimizers["policy"]
+    np.testing.assert_array_equal(
+        np.concatenate([opt.state[p]["exp_avg"].numpy().reshape(-1) for p in loaded.policy.parameters()]),
+        state["exp_avg"])
+    loaded.train(64)
+    # a torch-update run's checkpoint loads into the compiled update
+    b = HybridPPO("CartPole-v1", seed=7, compiled_update=False, **SMALL)
+    b.train(64)
+    b.save(tmp_path / "t.pt")
+    c = HybridPPO.load(tmp_path / "t.pt")
+    assert c.compiled_update and c.update_kernel.adam_step == 8
+    c.train(64)
+
+
+def test_replaced_parameter_tensor_is_shared_again():
+    algo = HybridPPO("CartPole-v1", seed=8, **SMALL)
+    w = algo.policy.actor[0].weight
+    with torch.no_grad():
+        w.data = w.data.clone() + 0.01              # a new tensor, no longer the kernel's memory
+    algo.train(64)
+    assert np.shares_memory(w.detach().numpy(), algo.update_kernel.flat_parameters)
+
+
+@pytest.mark.gpu
+def test_compiled_update_needs_a_cpu_device():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    algo = HybridPPO("CartPole-v1", seed=0, device="cuda", **SMALL)
+    assert not algo.compiled_update and algo.update_kernel is None
+    algo.train(64)
+    with pytest.raises(ValueError, match="compiled_update=True runs the update on the CPU"):
+        HybridPPO("CartPole-v1", device="cuda", compiled_update=True)

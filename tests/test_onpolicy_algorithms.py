@@ -67,6 +67,7 @@ def test_save_load_predict_round_trip(cls, tmp_path):
     (VPG, "MountainCarContinuous-v0", {}),
     (TRPO, "CartPole-v1", {}),
     (HybridPPO, "CartPole-v1", {}),
+    (HybridPPO, "Pendulum-v1", dict(clip_vloss=False, anneal_clip=True)),   # the compiled Gaussian update
 ], ids=lambda x: getattr(x, "__name__", x if isinstance(x, str) else ""))
 def test_resume_equals_continuous(cls, env_id, extra, tmp_path):
     kw = {**SMALL[cls], **extra}
