@@ -62,7 +62,9 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
         clip_range=sched(cfg.get("clip_eps", 0.2), cfg.get("anneal_clip", False)),
         clip_range_vf=(sched(cfg.get("clip_eps", 0.2), cfg.get("anneal_clip", False))
                        if cfg.get("clip_vloss", True) else None),
-        ent_coef=cfg.get("ent_coef", 0.01), vf_coef=cfg.get("vf_coef", 0.5),
+        ent_coef=cfg.get("ent_coef", 0.01),
+        # rlox's value loss is half the squared error, SB3's the whole: halve the coefficient.
+        vf_coef=cfg.get("vf_coef", 0.5) / 2,
         max_grad_norm=cfg.get("max_grad_norm", 0.5),
         use_sde=bool(cfg.get("use_sde", False)), sde_sample_freq=cfg.get("sde_sample_freq", -1),
         policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]),
