@@ -202,7 +202,9 @@ def main() -> None:
     quick = args.quick or QUICK
     import torch
     torch.set_num_threads(1)
-    table = Table("ppo", "PPO: rlox vs Stable-Baselines3 (learning and throughput)")
+    # One results table per part, so re-running one part keeps the other's figures.
+    name = {"learning": "ppo_learning", "throughput": "ppo"}.get(args.only or "", "ppo")
+    table = Table(name, "PPO: rlox vs Stable-Baselines3 (" + (args.only or "learning and throughput") + ")")
     if args.only in (None, "throughput"):
         throughput(table, 5_000 if quick else 20_000)
     if args.only in (None, "learning"):
