@@ -172,8 +172,12 @@ class HybridPPO(PPO):
         self.update_kernel.set_adam_state(steps.pop(), flat("exp_avg"), flat("exp_avg_sq"))
 
     def _update(self, batch: RolloutBatch) -> dict[str, Any]:
-        if not self._compiled_update:
-            return super()._update(batch)
+        out = self._kernel_update(batch) if self._compiled_update else super()._update(batch)
+        self._sync_weights()                # the next rollout samples from the new weights
+        return out
+
+    def _kernel_update(self, batch: RolloutBatch) -> dict[str, Any]:
+        """PPO's update (epochs of shuffled minibatches) in PPOUpdateKernel."""
         cfg = self.config
         kernel = self.update_kernel
         if [p.data_ptr() for p in self.policy.parameters()] != self._shared_ptrs:
@@ -207,7 +211,9 @@ class HybridPPO(PPO):
         self.compiled.set_weights(_linear_pairs(self.policy.actor), _linear_pairs(self.policy.critic),
                                   None if self.policy.discrete else self._log_std())
 
-    def _collect(self) -> RolloutBatch:
+    def _collect_rollout(self) -> RolloutBatch:
+        """The rollout in compiled code (the compiled policy holds the latest weights)."""
+        self.stop_requested = False
         cfg = self.config
         t0 = time.perf_counter()
         out = self.kernel.collect(cfg.n_steps, cfg.gamma)
@@ -230,22 +236,6 @@ class HybridPPO(PPO):
                             rewards=t(out["rewards"].reshape(-1)).to(dev),
                             dones=t(out["dones"].reshape(-1)).to(dev),
                             advantages=t(adv).to(dev), returns=t(ret).to(dev))
-
-    def _iteration(self) -> tuple[dict[str, Any], bool]:
-        cfg = self.config
-        lr = self.current_learning_rate()
-        if cfg.anneal_lr:
-            self.set_learning_rate(lr)
-        keep_going = self.callbacks.on_rollout_start()
-        batch = self._collect()
-        self.num_timesteps += cfg.n_steps * cfg.n_envs
-        rollout = {"train/mean_reward": self.mean_reward, "train/episodes": self.episodes}
-        keep_going = self.callbacks.on_rollout_end(rollout) and keep_going
-        t0 = time.perf_counter()
-        losses = self._update(batch)
-        self._sync_weights()
-        self.time_phase("gradient_update", time.perf_counter() - t0)
-        return {**rollout, **losses, "train/learning_rate": lr}, keep_going
 
     def timing_summary(self) -> dict[str, float]:
         """Share of wall time (percent) spent collecting (compiled rollout + GAE) and training

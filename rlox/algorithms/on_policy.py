@@ -53,6 +53,7 @@ class OnPolicyAlgorithm(Algorithm):
                                      hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
                                      log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
         self.policy = policy.to(self.device)
+        self.stop_requested = False     # a callback's on_step asked to stop during the rollout
         self._setup_optimizers()
 
     # ------------------------------------------------------------------ subclass interface
@@ -111,31 +112,38 @@ class OnPolicyAlgorithm(Algorithm):
         lr = self.config.learning_rate
         return lr * self.progress_remaining if self.config.anneal_lr else lr
 
+    def _collect_rollout(self) -> RolloutBatch:
+        """One rollout of ``n_steps`` per env through the collector (GAE included); records
+        the finished episodes and the phase timings. HybridPPO replaces it with compiled code."""
+        cfg = self.config
+        on_step = self.callbacks.on_step if self.callbacks.needs_step else None
+        self.policy.train(False)
+        batch = self.collector.collect(self.policy, cfg.n_steps, generator=self.torch_gen, on_step=on_step,
+                                       sde_sample_freq=cfg.sde_sample_freq)
+        self.policy.train(True)
+        self.record_episodes(self.collector.episode_returns, self.collector.episode_lengths)
+        for phase in ("env_step", "policy_forward", "gae_compute"):
+            self.time_phase(phase, self.collector.timings[phase])
+        self.stop_requested = self.collector.stop_requested
+        return batch
+
     def _iteration(self) -> tuple[dict[str, Any], bool]:
         cfg = self.config
         lr = self.current_learning_rate()
         if cfg.anneal_lr:
             self.set_learning_rate(lr)
         keep_going = self.callbacks.on_rollout_start()
-        on_step = self.callbacks.on_step if self.callbacks.needs_step else None
-        self.policy.train(False)
-        batch = self.collector.collect(self.policy, cfg.n_steps, generator=self.torch_gen, on_step=on_step,
-                                       sde_sample_freq=cfg.sde_sample_freq)
+        before = dict(self.timings)
+        batch = self._collect_rollout()
         self.num_timesteps += cfg.n_steps * cfg.n_envs
-        self.record_episodes(self.collector.episode_returns, self.collector.episode_lengths)
-        t = self.collector.timings
-        self.time_phase("env_step", t["env_step"])
-        self.time_phase("policy_forward", t["policy_forward"])
-        self.time_phase("gae_compute", t["gae_compute"])
         rollout = {"train/mean_reward": self.mean_reward, "train/episodes": self.episodes}
-        keep_going = self.callbacks.on_rollout_end(rollout) and keep_going and not self.collector.stop_requested
-        self.policy.train(True)
+        keep_going = self.callbacks.on_rollout_end(rollout) and keep_going and not self.stop_requested
         t0 = time.perf_counter()
         losses = self._update(batch)
         self.time_phase("gradient_update", time.perf_counter() - t0)
-        metrics = {**rollout, **losses, "train/learning_rate": lr,
-                   "time/env_step": t["env_step"], "time/gae_compute": t["gae_compute"],
-                   "time/gradient_update": time.perf_counter() - t0}
+        metrics = {**rollout, **losses, "train/learning_rate": lr}
+        for phase in ("env_step", "gae_compute", "gradient_update"):
+            metrics[f"time/{phase}"] = self.timings.get(phase, 0.0) - before.get(phase, 0.0)
         return metrics, keep_going
 
     # ------------------------------------------------------------------ persistence
