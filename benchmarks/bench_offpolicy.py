@@ -306,6 +306,8 @@ def main() -> None:
     parser.add_argument("--cases", nargs="*", help="learning cases as algo:env (default: the four goal cases)")
     parser.add_argument("--mujoco", action="store_true", help="also SAC HalfCheetah-v5 at 100k, 1 seed per library")
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds (default 2)")
+    parser.add_argument("--variants-only", action="store_true", help="learning: only the rlox-only variants "
+                        "(bfloat16), e.g. in a second process")
     parser.add_argument("--report", action="store_true", help="write the table from stored runs, run nothing")
     parser.add_argument("--fresh", action="store_true", help="forget stored learning runs first")
     args = parser.parse_args()
@@ -321,7 +323,8 @@ def main() -> None:
         throughput(table, quick, args.rounds)
     if args.only in (None, "learning") or args.report:
         seeds = args.seeds or (2 if quick else 5)
-        rows = learning(_parse_cases(args.cases), seeds, quick, run_missing=not args.report)
+        rows = [] if args.variants_only else learning(_parse_cases(args.cases), seeds, quick,
+                                                       run_missing=not args.report)
         if not args.cases:
             rows += learning(VARIANTS, seeds, quick, run_missing=not args.report)
         if args.mujoco or args.report:
