@@ -72,7 +72,8 @@ def sb3_model(algo: str, env_id: str, seed: int, cfg: dict[str, Any]):
     c = config_for(algo)(**cfg)
     hidden = c.hidden
     net_arch = [hidden, hidden] if isinstance(hidden, int) else list(hidden)
-    common = dict(learning_rate=c.learning_rate, buffer_size=c.buffer_size, learning_starts=c.learning_starts,
+    lr: Any = (lambda progress, x=c.learning_rate: x * progress) if c.anneal_lr else c.learning_rate
+    common = dict(learning_rate=lr, buffer_size=c.buffer_size, learning_starts=c.learning_starts,
                   batch_size=c.batch_size, tau=c.tau, gamma=c.gamma, train_freq=c.train_freq,
                   gradient_steps=c.gradient_steps, seed=seed, verbose=0, device="cpu")
     if algo == "sac":

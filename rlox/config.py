@@ -286,6 +286,7 @@ class _OffPolicyConfig(ConfigBase):
     learning_starts: int = _f(100, "env steps of uniform random actions before learning starts", ge=0)
     batch_size: int = _f(256, "minibatch size", ge=1)
     learning_rate: float = _f(3e-4, "Adam learning rate", gt=0)
+    anneal_lr: bool = _f(False, "decay the learning rate linearly to 0 over the run (the zoo's lin_x rates)")
     gamma: float = _f(0.99, "discount factor", ge=0, le=1)
     tau: float = _f(0.005, "Polyak coefficient of the target networks (1: hard copy)", gt=0, le=1)
     train_freq: int = _f(1, "vector env steps between gradient phases", ge=1)

@@ -291,3 +291,19 @@ def test_gymnasium_env_kwargs_survive_save_and_load(tmp_path):
     sac.save(tmp_path / "g.pt")
     loaded = SAC.load(tmp_path / "g.pt")
     assert loaded.collector.env.env.unwrapped.g == 5.0
+
+
+def test_anneal_lr_decays_linearly_over_the_run():
+    seen = []
+
+    class Spy(Callback):
+        def on_update(self, metrics):
+            seen.append((metrics["train/timesteps"], metrics["train/learning_rate"]))
+
+    dqn = DQN("CartPole-v1", anneal_lr=True, learning_rate=1e-3, learning_starts=0, train_freq=10,
+              steps_per_iteration=100, callbacks=[Spy()], hidden=8)
+    dqn.train(400)
+    # The rate of the last learning phase of each iteration: set after collecting up to that step.
+    assert [t for t, _ in seen] == [100, 200, 300, 400]
+    for t, lr in seen:
+        assert lr == pytest.approx(1e-3 * (1 - t / 400), abs=1e-12)

@@ -366,6 +366,8 @@ class OffPolicyAlgorithm(Algorithm):
             # 2. Learn (SB3: after learning_starts env steps, on a non-empty buffer).
             if self.num_timesteps > cfg.learning_starts and len(self.buffer) > 0 and result.steps:
                 n_grad = cfg.gradient_steps if cfg.gradient_steps >= 0 else result.steps * n_envs
+                if cfg.anneal_lr:   # SB3: the schedule is read at the start of each learning phase
+                    self.set_learning_rate(cfg.learning_rate * self.progress_remaining)
                 with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self._bf16):
                     self._learn(n_grad)
                 t_learn += time.perf_counter() - t1
@@ -377,6 +379,8 @@ class OffPolicyAlgorithm(Algorithm):
         metrics = {**rollout, **self._flush_metrics(), "train/n_updates": self._n_updates,
                    "time/env_step": t_env, "time/gradient_update": t_learn}
         metrics.update(self._schedule_metrics())
+        if cfg.anneal_lr:
+            metrics["train/learning_rate"] = next(iter(self._optimizers().values())).param_groups[0]["lr"]
         return metrics, keep_going
 
     def _learn(self, n_grad: int) -> None:
@@ -384,6 +388,12 @@ class OffPolicyAlgorithm(Algorithm):
         for _ in range(n_grad):
             self._metrics.append(self._train_step())
             self._n_updates += 1
+
+    def set_learning_rate(self, lr: float) -> None:
+        """Set the learning rate of every optimizer (``anneal_lr`` calls it before each phase)."""
+        for opt in self._optimizers().values():
+            for group in opt.param_groups:
+                group["lr"] = lr
 
     def _schedule_metrics(self) -> dict[str, float]:
         """Scalars to log each iteration besides the losses (epsilon, alpha, ...)."""
