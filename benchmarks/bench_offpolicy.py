@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import QUICK, RESULTS, Table, header  # noqa: E402
 
 from rlox.evaluation import evaluate_policy, interquartile_mean, stratified_bootstrap_ci  # noqa: E402
+from rlox.algorithms.off_policy import _cpu_has_fast_bf16  # noqa: E402
 from rlox.presets import get_preset  # noqa: E402
 
 # Finished runs; RLOX_BENCH_RUNS names another file for a second process running other cases at
@@ -264,7 +265,7 @@ def throughput(table: Table, quick: bool, rounds: int) -> None:
              ("dqn", "CartPole-v1"): (8_192 if quick else 30_720, 2_048)}
     for (algo, env_id), (steps, chunk) in cases.items():
         settings = [(1, {}), (2, {})]
-        if algo == "sac":
+        if algo == "sac" and _cpu_has_fast_bf16():   # (without bfloat16 matmuls rlox warns and runs slower)
             settings.append((1, {"precision": "bfloat16"}))
         for threads, overrides in settings:
             what = "rlox bfloat16" if overrides else "rlox"

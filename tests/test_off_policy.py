@@ -248,14 +248,25 @@ def test_load_refuses_a_missing_or_mismatched_buffer(tmp_path):
         TD3.load(path)
 
 
+def _bf16(make):
+    """Build with precision='bfloat16': on a CPU without bfloat16 matrix instructions the
+    constructor must warn that it will be slower (and still work)."""
+    from rlox.algorithms.off_policy import OffPolicyWarning, _cpu_has_fast_bf16
+
+    if _cpu_has_fast_bf16():
+        return make()
+    with pytest.warns(OffPolicyWarning, match="no bfloat16 matrix instructions.*precision='float32'"):
+        return make()
+
+
 def test_bfloat16_precision_keeps_float32_weights_and_state(tmp_path):
-    sac = SAC("Pendulum-v1", precision="bfloat16", **SMALL)
+    sac = _bf16(lambda: SAC("Pendulum-v1", precision="bfloat16", **SMALL))
     out = sac.train(200)
     assert np.isfinite(out["critic_loss"]) and np.isfinite(out["actor_loss"])
     assert all(p.dtype == torch.float32 for p in sac.critic.parameters())
     assert all(s["exp_avg"].dtype == torch.float32 for s in sac.critic_optimizer.state.values())
     assert sac.predict(np.zeros(3, np.float32)).dtype == np.float32
-    dqn = DQN("CartPole-v1", precision="bfloat16", n_step=2, double_dqn=True, **SMALL)
+    dqn = _bf16(lambda: DQN("CartPole-v1", precision="bfloat16", n_step=2, double_dqn=True, **SMALL))
     assert np.isfinite(dqn.train(300)["loss"])
     with pytest.raises(ValueError, match="precision"):
         SAC("Pendulum-v1", precision="float16")
