@@ -227,6 +227,17 @@ class OffPolicyAlgorithm(Algorithm):
     def _train_step(self) -> torch.Tensor:
         """One gradient step on a sampled batch; returns the detached values of ``metric_names``."""
 
+    def _sample_transitions(self) -> tuple[torch.Tensor, ...]:
+        """A uniform minibatch of ``batch_size`` transitions from the buffer, drawn from the
+        algorithm's own generator, as tensors on the device: ``(obs, actions, rewards, next_obs,
+        not_done)`` with ``not_done = 1 - terminated`` (only termination stops the bootstrap; a
+        truncated step bootstraps from its true final observation)."""
+        b = self.buffer.sample(self.config.batch_size, seed=int(self.np_rng.integers(0, 2**63 - 1)))
+        dev = self.device
+        return (torch.from_numpy(b["obs"]).to(dev), torch.from_numpy(b["actions"]).to(dev),
+                torch.from_numpy(b["rewards"]).to(dev), torch.from_numpy(b["next_obs"]).to(dev),
+                1.0 - torch.from_numpy(b["terminated"]).to(dev))
+
     @abc.abstractmethod
     def _modules(self) -> dict[str, torch.nn.Module]:
         """Every module whose weights are saved (name -> module)."""

@@ -103,14 +103,7 @@ class SAC(OffPolicyAlgorithm):
     # ------------------------------------------------------------------ learning
     def _train_step(self) -> torch.Tensor:
         cfg = self.config
-        b = self.buffer.sample(cfg.batch_size, seed=int(self.np_rng.integers(0, 2**63 - 1)))
-        dev = self.device
-        obs = torch.from_numpy(b["obs"]).to(dev)
-        actions = torch.from_numpy(b["actions"]).to(dev)
-        rewards = torch.from_numpy(b["rewards"]).to(dev)
-        next_obs = torch.from_numpy(b["next_obs"]).to(dev)
-        # Only termination stops the bootstrap; a truncated step bootstraps from its true final obs.
-        not_done = 1.0 - torch.from_numpy(b["terminated"]).to(dev)
+        obs, actions, rewards, next_obs, not_done = self._sample_transitions()
 
         if cfg.use_sde:
             self.actor.reset_noise(1, self.torch_gen)   # SB3: a new matrix every gradient step
@@ -144,7 +137,7 @@ class SAC(OffPolicyAlgorithm):
             (actor_loss + alpha_loss).backward()
             self.alpha_optimizer.step()
         else:
-            alpha_loss = torch.zeros((), device=dev)
+            alpha_loss = torch.zeros((), device=self.device)
             actor_loss.backward()
         self.actor_optimizer.step()
 

@@ -78,14 +78,7 @@ class TD3(OffPolicyAlgorithm):
     # ------------------------------------------------------------------ learning
     def _train_step(self) -> torch.Tensor:
         cfg = self.config
-        b = self.buffer.sample(cfg.batch_size, seed=int(self.np_rng.integers(0, 2**63 - 1)))
-        dev = self.device
-        obs = torch.from_numpy(b["obs"]).to(dev)
-        actions = torch.from_numpy(b["actions"]).to(dev)
-        rewards = torch.from_numpy(b["rewards"]).to(dev)
-        next_obs = torch.from_numpy(b["next_obs"]).to(dev)
-        # Only termination stops the bootstrap; a truncated step bootstraps from its true final obs.
-        not_done = 1.0 - torch.from_numpy(b["terminated"]).to(dev)
+        obs, actions, rewards, next_obs, not_done = self._sample_transitions()
 
         # 1. Critics. Target policy smoothing (sec. 5.3): clipped Gaussian noise on the target
         #    action; clipped double Q (sec. 4.2): the smaller of the two target critics.
@@ -107,7 +100,7 @@ class TD3(OffPolicyAlgorithm):
             polyak_update(self._online, self._targets, cfg.tau)
             actor_value = actor_loss.detach()
         else:
-            actor_value = torch.full((), float("nan"), device=dev)
+            actor_value = torch.full((), float("nan"), device=self.device)
         return torch.stack([critic_loss.detach(), actor_value])
 
     @torch.no_grad()
