@@ -21,6 +21,9 @@ against SB3 with two torch threads (its default on 2 cores). Goal: >= 1.5x SB3.
     .venv/bin/python benchmarks/bench_offpolicy.py --only learning --cases sac:Pendulum-v1 --seeds 5
     .venv/bin/python benchmarks/bench_offpolicy.py --mujoco             # adds HalfCheetah-v5 (1 seed)
     .venv/bin/python benchmarks/bench_offpolicy.py --report             # the table from stored runs only
+
+The last full throughput run's rows are kept in ``offpolicy_throughput.json`` and added (with
+their date) to tables written without a throughput part.
 """
 from __future__ import annotations
 
@@ -257,10 +260,22 @@ def throughput_pair(algo: str, env_id: str, steps: int, chunk: int, seed: int, s
     return spent
 
 
+THROUGHPUT = RESULTS / "offpolicy_throughput.json"   # the last throughput rows, for --report
+
+
+def stored_throughput(table: Table) -> None:
+    """Add the rows of the last throughput run (when this run measures none)."""
+    if THROUGHPUT.is_file():
+        for row in json.loads(THROUGHPUT.read_text()):
+            row["note"] += f" (measured {row.pop('when')})"
+            table.add(**row)
+
+
 def throughput(table: Table, quick: bool, rounds: int) -> None:
     import torch
 
     torch.set_num_threads(1)
+    stored: list[dict[str, Any]] = []
     cases = {("sac", "Pendulum-v1"): (1_500 if quick else 4_000, 500),
              ("dqn", "CartPole-v1"): (8_192 if quick else 30_720, 2_048)}
     for (algo, env_id), (steps, chunk) in cases.items():
@@ -284,8 +299,14 @@ def throughput(table: Table, quick: bool, rounds: int) -> None:
             r_rlox = float(np.median([r[0] for r in rates]))
             r_sb3 = float(np.median([r[1] for r in rates]))
             label = f"{algo.upper()} {env_id} steps/s{' (rlox bfloat16)' if overrides else ''}, SB3 {threads} thread"
-            table.add(label + ("s" if threads > 1 else ""), rlox=r_rlox, peer=r_sb3, peer_name=f"SB3 {algo.upper()}",
-                      goal=1.5, unit="steps/s", note=note)
+            row = dict(case=label + ("s" if threads > 1 else ""), rlox=r_rlox, peer=r_sb3,
+                       peer_name=f"SB3 {algo.upper()}", goal=1.5, unit="steps/s", note=note)
+            table.add(**row)
+            if not quick:
+                stored.append({**row, "when": time.strftime("%Y-%m-%d %H:%M")})
+                tmp = THROUGHPUT.with_suffix(".json.tmp")
+                tmp.write_text(json.dumps(stored, indent=1))
+                os.replace(tmp, THROUGHPUT)
 
 
 # ---------------------------------------------------------------------- main
@@ -323,6 +344,8 @@ def main() -> None:
     table = Table("offpolicy", "SAC, TD3, DQN: rlox vs Stable-Baselines3 (learning and throughput)")
     if args.only in (None, "throughput") and not args.report:
         throughput(table, quick, args.rounds)
+    else:
+        stored_throughput(table)
     if args.only in (None, "learning") or args.report:
         seeds = args.seeds or (2 if quick else 5)
         rows = [] if args.variants_only else learning(_parse_cases(args.cases), seeds, quick,
