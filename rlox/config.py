@@ -223,6 +223,15 @@ class PPOConfig(_OnPolicyConfig):
     anneal_clip: bool = _f(False, "decay clip_eps linearly to 0 over the run")
     clip_vloss: bool = _f(True, "clip the value loss around the old values")
     target_kl: float | None = _f(None, "stop the epoch loop once approx_kl exceeds this", gt=0, optional=True)
+    compiled_update: bool | None = _f(None, "run the update in compiled code (PPOUpdateKernel): None = where it "
+                                      "can (CPU device, default Tanh MLP policy, no gSDE), True = required, "
+                                      "False = torch", optional=True)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.compiled_update is not None and not isinstance(self.compiled_update, bool):
+            raise ValueError(f"PPOConfig.compiled_update must be True, False or None (None: compiled where "
+                             f"it can run), got {self.compiled_update!r}")
 
 
 

@@ -331,13 +331,16 @@ def test_checkpoints_read_with_either_update(tmp_path):
         np.concatenate([opt.state[p]["exp_avg"].numpy().reshape(-1) for p in loaded.policy.parameters()]),
         state["exp_avg"])
     loaded.train(64)
-    # a torch-update run's checkpoint loads into the compiled update
+    # a torch-update run's checkpoint resumes with the torch update, and loads into the compiled one
     b = HybridPPO("CartPole-v1", seed=7, compiled_update=False, **SMALL)
     b.train(64)
     b.save(tmp_path / "t.pt")
     c = HybridPPO.load(tmp_path / "t.pt")
-    assert c.compiled_update and c.update_kernel.adam_step == 8
+    assert not c.compiled_update
+    c.compiled_update = True
+    assert c.update_kernel.adam_step == 8
     c.train(64)
+    assert c.update_kernel.adam_step == 16
 
 
 def test_replaced_parameter_tensor_is_shared_again():
@@ -356,5 +359,5 @@ def test_compiled_update_needs_a_cpu_device():
     algo = HybridPPO("CartPole-v1", seed=0, device="cuda", **SMALL)
     assert not algo.compiled_update and algo.update_kernel is None
     algo.train(64)
-    with pytest.raises(ValueError, match="compiled_update=True runs the update on the CPU"):
+    with pytest.raises(ValueError, match="compiled update runs on the CPU, but device is 'cuda'"):
         HybridPPO("CartPole-v1", device="cuda", compiled_update=True)

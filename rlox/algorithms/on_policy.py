@@ -45,6 +45,7 @@ class OnPolicyAlgorithm(Algorithm):
             env_id, n_envs=cfg.n_envs, seed=self.seed, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
             normalize_rewards=cfg.normalize_rewards, normalize_obs=cfg.normalize_obs,
             clip_obs=cfg.clip_obs, clip_reward=cfg.clip_reward, wrappers=wrappers, device=self.device)
+        self.custom_policy = policy is not None     # (else rlox.policies' default, built here)
         if policy is None:
             # Initialise from the seed without touching torch's global generator.
             with torch.random.fork_rng(devices=[]):

@@ -10,9 +10,14 @@ Reading order, as in CleanRL's ppo.py: config -> networks -> rollout -> advantag
 * update: below. ``n_epochs`` passes over the rollout in shuffled minibatches of
   ``batch_size``; clipped surrogate + clipped value loss + entropy bonus (``PPOLoss``);
   global gradient-norm clipping; optional early stop of the epochs on ``target_kl``.
+  On a CPU with the default Tanh MLP policy the same loop runs in compiled code
+  (``compiled_update``, the default there; ``rlox.algorithms._compiled_update``): same
+  shuffles, schedules, early stop and metrics, weights within float32 rounding of torch's.
+  ``compiled_update=False`` keeps the torch loop below.
 
     ppo = PPO(env_id="CartPole-v1", n_envs=8, n_steps=128, n_epochs=4, clip_eps=0.2)
     metrics = ppo.train(total_timesteps=50_000)
+    ppo.compiled_update            # True on a CPU (False: the torch update; switchable)
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlox.algorithms._compiled_update import CompiledUpdateMixin
 from rlox.algorithms.base import adam
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
 from rlox.collectors import RolloutBatch
@@ -30,14 +36,14 @@ from rlox.losses import PPOLoss
 __all__ = ["PPO"]
 
 
-class PPO(OnPolicyAlgorithm):
+class PPO(CompiledUpdateMixin, OnPolicyAlgorithm):
     """Proximal Policy Optimization with the clipped objective.
 
     Args:
         env_id: a gymnasium id, an ``ENV_REGISTRY`` name, or a gymnasium env object.
         seed, callbacks, logger, device, wrappers, policy: see ``OnPolicyAlgorithm``.
         **config: ``PPOConfig`` fields (``n_envs``, ``n_steps``, ``n_epochs``, ``batch_size``,
-            ``learning_rate``, ``clip_eps``, ...).
+            ``learning_rate``, ``clip_eps``, ``compiled_update``, ...).
     """
 
     name = "ppo"
@@ -47,6 +53,7 @@ class PPO(OnPolicyAlgorithm):
         cfg = self.config
         self.optimizers = {"policy": adam(self.policy.parameters(), cfg.learning_rate, eps=1e-5)}
         self.loss_fn = PPOLoss(cfg.clip_eps, cfg.vf_coef, cfg.ent_coef, cfg.clip_vloss, cfg.normalize_advantages)
+        self._setup_compiled_update()       # the kernel and its Adam, where compiled_update can run
 
     def current_clip_eps(self) -> float:
         """The clip range now: ``clip_eps``, or decayed linearly to 0 with ``anneal_clip``."""
@@ -54,6 +61,8 @@ class PPO(OnPolicyAlgorithm):
         return cfg.clip_eps * self.progress_remaining if cfg.anneal_clip else cfg.clip_eps
 
     def _update(self, batch: RolloutBatch) -> dict[str, Any]:
+        if self.compiled_update:
+            return self._kernel_update(batch)   # this loop, compiled (rlox.algorithms._compiled_update)
         cfg = self.config
         optimizer = self.optimizers["policy"]
         params = list(self.policy.parameters())

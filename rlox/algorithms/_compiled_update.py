@@ -1,0 +1,212 @@
+"""PPO's update in compiled code: ``CompiledUpdateMixin``, used by ``PPO`` (and so ``HybridPPO``).
+
+``rlox._ext.ppo_update.PPOUpdateKernel`` does one minibatch step, PPOLoss + backward +
+global grad-norm clip + Adam, in float32 without the GIL (BLAS sgemm for the matrix products),
+for the default ``rlox.policies`` actor-critic (Tanh MLPs; a Categorical head, or a Gaussian
+head with a state-independent ``log_std``). ``_kernel_update`` runs PPO's update loop with it:
+the same epochs, the same shuffles (one ``torch.randperm`` per epoch from the same generator
+calls as ``RolloutBatch.sample_minibatches``), the same clip range and learning rate (schedules
+included), the same ``target_kl`` early stop and the same metrics; the tests
+(tests/test_ppo_update_kernel.py, tests/test_onpolicy_algorithms.py) hold it to the torch
+update within float32 rounding.
+
+Memory: the torch parameters share the kernel's buffer (``param.data`` is a NumPy view of
+it), so ``predict``, ``save``, artifacts and HybridPPO's compiled collection policy always see
+the current weights. Adam's moments live in the kernel while it runs; they are written into
+the torch optimizer's state when a checkpoint is taken or the update is switched to torch, and
+read back after a load or a switch to the kernel. So a checkpoint has the same format with
+either update, either update resumes from it, and a resumed run continues exactly.
+
+When it runs (``PPOConfig.compiled_update``): None picks it where it can run, True requires it
+(a ValueError says why it cannot, and what to pass), False keeps the torch update.
+``compiled_update_unsupported`` lists what it needs: a CPU device and rlox's default Tanh MLP
+policy without gSDE. Everything else of PPOConfig (annealed clip range and learning rate,
+target_kl, normalize_advantages, clip_vloss, max_grad_norm <= 0, multi-dimensional Box
+actions, observation / reward normalisation, wrappers) is supported: the update only sees the
+rollout batch.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+
+from rlox.collectors import RolloutBatch
+from rlox.policies import ContinuousPolicy, DiscretePolicy
+
+__all__ = ["CompiledUpdateMixin", "compiled_update_unsupported"]
+
+
+def compiled_update_unsupported(algo: Any) -> str | None:
+    """Why ``PPOUpdateKernel`` cannot train ``algo``'s policy, or None when it can."""
+    cfg = algo.config
+    if algo.device.type != "cpu":
+        return (f"the compiled update runs on the CPU, but device is {str(algo.device)!r}; pass "
+                f"compiled_update=False to train with torch there")
+    if algo.custom_policy:
+        return ("the compiled update trains rlox's default policy (a Tanh MLP that PPO builds), not a "
+                "custom policy=; pass compiled_update=False to train it with torch")
+    if cfg.activation != "tanh":
+        return (f"the compiled update supports Tanh MLPs, got activation={cfg.activation!r}; pass "
+                f"compiled_update=False, or activation='tanh'")
+    if cfg.use_sde:
+        return ("the compiled update supports a state-independent log_std, not gSDE (use_sde=True); "
+                "pass compiled_update=False, or use_sde=False")
+    pol = algo.policy
+    if not isinstance(pol, (DiscretePolicy, ContinuousPolicy)):
+        return (f"the compiled update trains rlox.policies.DiscretePolicy / ContinuousPolicy, got "
+                f"{type(pol).__name__}; pass compiled_update=False")
+    return None
+
+
+class CompiledUpdateMixin:
+    """PPO's update loop in ``PPOUpdateKernel`` (see the module docstring).
+
+    The algorithm calls ``_setup_compiled_update`` once its policy and optimizer exist (and
+    ``custom_policy`` says whether the caller passed ``policy=``), and calls
+    ``_kernel_update(batch)`` instead of its torch update when ``compiled_update`` is True.
+    """
+
+    update_kernel: Any          # rlox._ext.ppo_update.PPOUpdateKernel, or None where it cannot run
+    _compiled_update: bool
+
+    def _setup_compiled_update(self) -> None:
+        requested = self.config.compiled_update
+        why_not = compiled_update_unsupported(self)
+        if requested and why_not:
+            raise ValueError(f"{type(self).__name__}(compiled_update=True) cannot run here: {why_not} "
+                             f"(compiled_update=None picks the compiled update wherever it can run)")
+        self._compiled_update_why_not = why_not
+        self.update_kernel = None
+        self._compiled_update = False
+        self._shared_ptrs: list[int] = []
+        if why_not is None:
+            from rlox._ext.ppo_update import PPOUpdateKernel
+
+            cfg = self.config
+            pol = self.policy
+            opt = self.optimizers["policy"].param_groups[0]
+            self.update_kernel = PPOUpdateKernel(
+                pol.obs_dim, pol.hidden, pol.n_actions if pol.discrete else pol.act_dim, pol.discrete,
+                vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, clip_vloss=cfg.clip_vloss,
+                normalize_advantages=cfg.normalize_advantages, max_grad_norm=cfg.max_grad_norm,
+                betas=opt["betas"], eps=opt["eps"])
+            if requested is not False:
+                self.compiled_update = True
+
+    @property
+    def compiled_update(self) -> bool:
+        """Whether ``train`` updates with ``PPOUpdateKernel`` (else with PPO's torch update).
+        Switching between ``train`` calls carries Adam's state across, so training continues
+        seamlessly; True needs a CPU device and the default Tanh MLP policy (ValueError)."""
+        return self._compiled_update
+
+    @compiled_update.setter
+    def compiled_update(self, value: bool) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"compiled_update must be True or False, got {value!r}")
+        if bool(value) == self._compiled_update:
+            return
+        if value:
+            if self.update_kernel is None:
+                raise ValueError(f"{type(self).__name__}.compiled_update = True cannot run here: "
+                                 f"{self._compiled_update_why_not}")
+            self._share_parameters()
+            self._adam_from_torch()
+        else:
+            self._adam_to_torch()
+        self._compiled_update = bool(value)
+
+    def _share_parameters(self) -> None:
+        """Point every torch parameter at the kernel's buffer (current values copied in)."""
+        views = self.update_kernel.parameters()
+        named = dict(self.policy.named_parameters())
+        if list(named) != list(views) or any(tuple(p.shape) != views[k].shape for k, p in named.items()):
+            raise RuntimeError(f"the policy's parameters {[(k, tuple(p.shape)) for k, p in named.items()]} "
+                               f"do not match the update kernel's layout "
+                               f"{[(k, v.shape) for k, v in views.items()]}")
+        with torch.no_grad():
+            for k, p in named.items():
+                views[k][...] = p.detach().cpu().numpy()
+                p.data = torch.from_numpy(views[k])
+        self._shared_ptrs = [p.data_ptr() for p in self.policy.parameters()]
+
+    def _adam_to_torch(self) -> None:
+        """Write the kernel's Adam state into the torch optimizer (checkpoints, torch update)."""
+        state = self.update_kernel.get_adam_state()
+        opt = self.optimizers["policy"]
+        for (_, off, shape), p in zip(self.update_kernel.layout, self.policy.parameters()):
+            if state["step"] == 0:
+                opt.state.pop(p, None)
+                continue
+            n = int(np.prod(shape))
+            opt.state[p] = {
+                "step": torch.tensor(float(state["step"]), dtype=torch.float32),
+                "exp_avg": torch.from_numpy(state["exp_avg"][off:off + n].reshape(shape).copy()),
+                "exp_avg_sq": torch.from_numpy(state["exp_avg_sq"][off:off + n].reshape(shape).copy())}
+
+    def _adam_from_torch(self) -> None:
+        """Read the torch optimizer's Adam state into the kernel (after a load, or a switch)."""
+        opt = self.optimizers["policy"]
+        params = list(self.policy.parameters())
+        n = self.update_kernel.n_params
+        if not any(p in opt.state for p in params):
+            self.update_kernel.set_adam_state(0, np.zeros(n, np.float32), np.zeros(n, np.float32))
+            return
+        steps = {int(opt.state[p]["step"]) for p in params if p in opt.state}
+        if len(steps) != 1 or not all(p in opt.state for p in params):
+            raise ValueError(f"the optimizer's parameters are at different Adam steps ({sorted(steps)}); "
+                             f"the compiled update keeps one step count for all of them")
+        flat = lambda key: np.concatenate([opt.state[p][key].detach().cpu().numpy().reshape(-1)  # noqa: E731
+                                           for p in params]).astype(np.float32, copy=False)
+        self.update_kernel.set_adam_state(steps.pop(), flat("exp_avg"), flat("exp_avg_sq"))
+
+    def _kernel_update(self, batch: RolloutBatch) -> dict[str, Any]:
+        """PPO's update (epochs of shuffled minibatches) in PPOUpdateKernel."""
+        cfg = self.config
+        kernel = self.update_kernel
+        if [p.data_ptr() for p in self.policy.parameters()] != self._shared_ptrs:
+            self._share_parameters()        # a parameter's tensor was replaced: share it again
+        clip_eps = max(self.current_clip_eps(), 1e-8)
+        lr = float(self.optimizers["policy"].param_groups[0]["lr"])
+        kl_limit = math.inf if cfg.target_kl is None else 1.5 * cfg.target_kl
+        n = len(batch)
+        actions = batch.actions.numpy()
+        kernel.bind(batch.obs.numpy().reshape(n, -1), actions if self.policy.discrete else actions.reshape(n, -1),
+                    batch.log_probs.numpy(), batch.advantages.numpy(), batch.returns.numpy(),
+                    batch.values.numpy())
+        stopped = False
+        for epoch in range(cfg.n_epochs):
+            # PPO's shuffles, from the same generator calls (RolloutBatch.sample_minibatches)
+            order = torch.randperm(n, generator=self.torch_gen).numpy() if cfg.batch_size < n else None
+            # Early stop (SB3-style): a minibatch whose approx_kl > 1.5 target_kl is not
+            # stepped, and ends the update.
+            stopped = kernel.run_epoch(order, cfg.batch_size, lr, clip_eps, kl_limit)
+            if stopped:
+                break
+        out = {f"loss/{k}": v for k, v in kernel.metrics().items()}
+        out["train/clip_range"] = clip_eps
+        out["train/epochs_done"] = epoch + (0 if stopped else 1)
+        out["train/n_updates"] = kernel.n_updates
+        return out
+
+    # Checkpoints: Adam's state goes through the torch optimizer's, so either update reads
+    # them; which update was running is saved too, so a resumed run continues with it.
+    def _state_dict(self) -> dict[str, Any]:
+        if self._compiled_update:
+            self._adam_to_torch()
+        state = super()._state_dict()
+        state["compiled_update"] = self._compiled_update
+        return state
+
+    def _load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super()._load_state_dict(state)     # the weights (into the shared buffer) and torch's Adam state
+        if self.update_kernel is None:
+            return                          # (torch update only here: the moments are in torch's optimizer)
+        compiled = bool(state.get("compiled_update", self._compiled_update))
+        if compiled:
+            self._share_parameters()
+            self._adam_from_torch()
+        self._compiled_update = compiled
