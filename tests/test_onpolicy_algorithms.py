@@ -60,9 +60,11 @@ def test_save_load_predict_round_trip(cls, tmp_path):
 
 
 @pytest.mark.parametrize("cls, env_id, extra", [
-    (PPO, "CartPole-v1", {}),
+    (PPO, "CartPole-v1", {}),                                                # the compiled update
+    (PPO, "CartPole-v1", dict(compiled_update=False)),                       # the torch update
     (PPO, "Pendulum-v1", dict(normalize_obs=True, normalize_rewards=True, anneal_clip=True)),
-    (PPO, "Pendulum-v1", dict(use_sde=True, sde_sample_freq=4)),
+    (PPO, "Pendulum-v1", dict(normalize_obs=True, anneal_clip=True, compiled_update=False)),
+    (PPO, "Pendulum-v1", dict(use_sde=True, sde_sample_freq=4)),             # (torch: gSDE)
     (A2C, "Acrobot-v1", {}),
     (VPG, "MountainCarContinuous-v0", {}),
     (TRPO, "CartPole-v1", {}),
