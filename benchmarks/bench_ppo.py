@@ -1,4 +1,4 @@
-"""PPO side by side with Stable-Baselines3: learning (IQM + bootstrap CI) and throughput.
+"""PPO side by side with Stable-Baselines3 (and a CleanRL-style PPO): learning (IQM + bootstrap CI) and throughput.
 
 Learning: rlox PPO with its presets (RL Zoo hyperparameters) on CartPole-v1, Acrobot-v1,
 Pendulum-v1 and MountainCarContinuous-v0, several seeds, scored by the mean return of 10
@@ -6,13 +6,17 @@ deterministic episodes after training; SB3's PPO is run in the same script with 
 hyperparameters (same rollout size, epochs, minibatch, schedules, network 64-64 Tanh).
 Goals (issue 5): CartPole IQM >= 490 at 100k; Pendulum >= -200 at 100k; >= SB3 on every env.
 
-Throughput: steps/s of rlox PPO, HybridPPO (compiled collection and compiled update), HybridPPO
-with PPO's torch update (compiled collection only) and SB3 PPO on CartPole-v1 with the CartPole
-preset (8 envs x 32 steps, 20 epochs of one 256-row minibatch); goal >= 3x SB3 (issue 5).
+Throughput: steps/s on CartPole-v1 with the CartPole preset (8 envs x 32 steps, 20 epochs of
+one 256-row minibatch) of rlox PPO (compiled update, the default on CPU; and PPO's torch
+update), HybridPPO (compiled collection too; and with the torch update), SB3's PPO and a
+CleanRL-style single-file PPO (benchmarks/_cleanrl_ppo.py) with the same hyperparameters; all
+with one torch thread, each run from scratch once per round, the rounds interleaved (the
+order rotates) so that other load on the machine falls on all of them. Goal >= 3x SB3 on the
+PPO rows (issue 5); ratios against the CleanRL-style peer too.
 
     .venv/bin/python benchmarks/bench_ppo.py            # full: 5 seeds, zoo budgets (long)
     .venv/bin/python benchmarks/bench_ppo.py --quick    # or RLOX_BENCH_QUICK=1: 2 seeds, short
-    .venv/bin/python benchmarks/bench_ppo.py --only throughput
+    .venv/bin/python benchmarks/bench_ppo.py --only throughput [--rounds 3]
 """
 from __future__ import annotations
 
@@ -135,61 +139,115 @@ def learning(table: Table, n_seeds: int, quick: bool, envs: list[str]) -> None:
         print(f"    {note}", flush=True)
 
 
-def throughput(table: Table, steps: int) -> None:
-    header(f"throughput: PPO CartPole-v1, preset hyperparameters, {steps} steps")
-    from rlox import Trainer
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _run_rlox(make, steps: int) -> tuple[int, float, float, dict]:
+    """Build with ``make()`` (untimed), train ``steps``; (steps done, wall s, CPU s, timing summary)."""
+    algo = make()
+    w, c = _clock()
+    algo.train(total_timesteps=steps)
+    w2, c2 = _clock()
+    summary = algo.timing_summary() if hasattr(algo, "timing_summary") else {}
+    return algo.num_timesteps, w2 - w, c2 - c, summary
+
+
+def _run_sb3(cfg: dict, seed: int, steps: int) -> tuple[int, float, float, dict]:
+    model, _ = sb3_ppo("CartPole-v1", seed, cfg)
+    w, c = _clock()
+    model.learn(total_timesteps=steps)
+    w2, c2 = _clock()
+    return model.num_timesteps, w2 - w, c2 - c, {}
+
+
+def _run_cleanrl(cfg: dict, seed: int, steps: int) -> tuple[int, float, float, dict]:
+    from _cleanrl_ppo import Args, train as cleanrl_train
+
+    out = cleanrl_train(Args.from_rlox(cfg, env_id="CartPole-v1", seed=seed, total_timesteps=steps))
+    return out["steps"], out["wall_s"], out["cpu_s"], {}
+
+
+def throughput(table: Table, steps: int, rounds: int) -> None:
+    """Every contestant trains ``steps`` CartPole steps from scratch once per round; the rounds
+    rotate the order, so load from other processes falls on all of them alike. Reported: the
+    median steps/s (wall) over the rounds, and the ranges of the per-round ratios."""
+    header(f"throughput: PPO CartPole-v1, preset hyperparameters, {steps} steps, {rounds} rounds interleaved")
+    from rlox.algorithms import PPO
+    from rlox.algorithms.hybrid_ppo import HybridPPO
 
     cfg = get_preset("ppo", "CartPole-v1")
-    rates = {}
-    trainer = Trainer("ppo", env="CartPole-v1", seed=0)
-    t0 = time.perf_counter()
-    trainer.train(total_timesteps=steps)
-    rates["rlox"] = steps / (time.perf_counter() - t0)
-    try:
-        from rlox.algorithms.hybrid_ppo import HybridPPO
-        for key, compiled in (("hybrid", True), ("hybrid_torch", False)):
-            hybrid = HybridPPO("CartPole-v1", seed=0, compiled_update=compiled, **cfg)
-            t0 = time.perf_counter()
-            hybrid.train(total_timesteps=steps)
-            rates[key] = steps / (time.perf_counter() - t0)
-            rates[key + "_timing"] = hybrid.timing_summary()
-    except ImportError as exc:
-        print(f"    HybridPPO unavailable: {exc}")
-    model, _ = sb3_ppo("CartPole-v1", 0, cfg)
-    t0 = time.perf_counter()
-    model.learn(total_timesteps=steps)
-    rates["sb3"] = steps / (time.perf_counter() - t0)
-    table.add("PPO CartPole-v1 preset", rlox=rates["rlox"], peer=rates["sb3"], peer_name="SB3 PPO",
-              goal=3.0, unit="steps/s")
-    if "hybrid" in rates:
-        timing = rates["hybrid_timing"]
-        table.add("HybridPPO CartPole-v1 preset", rlox=rates["hybrid"], peer=rates["sb3"],
-                  peer_name="SB3 PPO", goal=3.0, unit="steps/s",
-                  note=f"compiled update; collection {timing['collection_pct']:.1f}% of wall time")
-        timing = rates["hybrid_torch_timing"]
-        table.add("HybridPPO (torch update) CartPole-v1 preset", rlox=rates["hybrid_torch"], peer=rates["sb3"],
-                  peer_name="SB3 PPO", unit="steps/s",
-                  note=f"compiled collection, PPO's torch update; collection {timing['collection_pct']:.1f}%")
-    # HybridPPO with the guide's own call (16 envs, PPOConfig defaults). The guide's goal, that
-    # compiled collection takes <= 27% of the wall time, compares collection with torch's update,
-    # so it is measured with that update; with the compiled update (the default) the update
-    # shrinks and collection's share grows, so that run reports its rate.
-    try:
-        from rlox.algorithms.hybrid_ppo import HybridPPO
-        guide = {}
-        for compiled in (False, True):
-            algo = HybridPPO(env_id="CartPole-v1", n_envs=16, hidden=64, compiled_update=compiled)
-            t0 = time.perf_counter()
-            algo.train(total_timesteps=steps)
-            guide[compiled] = (steps / (time.perf_counter() - t0), algo.timing_summary()["collection_pct"])
-        rate, pct = guide[False]
-        table.add("HybridPPO guide call (16 envs), torch update: collection %", rlox=pct, unit="%",
-                  note=f"goal <= 27%: {'yes' if pct <= 27 else 'NO'}; {rate:,.0f} steps/s")
-        rate, pct = guide[True]
-        table.add("HybridPPO guide call (16 envs), compiled update", rlox=rate, unit="steps/s",
-                  note=f"collection {pct:.0f}% of wall time; {rate / guide[False][0]:.1f}x the torch update's rate")
-    except ImportError:
-        pass
+    guide = dict(n_envs=16, hidden=64)        # HybridPPO as the guide calls it (PPOConfig defaults)
+    runs = {
+        "ppo": lambda seed: _run_rlox(lambda: PPO("CartPole-v1", seed=seed, compiled_update=True, **cfg), steps),
+        "ppo_torch": lambda seed: _run_rlox(lambda: PPO("CartPole-v1", seed=seed, compiled_update=False, **cfg),
+                                            steps),
+        "hybrid": lambda seed: _run_rlox(lambda: HybridPPO("CartPole-v1", seed=seed, compiled_update=True, **cfg),
+                                         steps),
+        "hybrid_torch": lambda seed: _run_rlox(
+            lambda: HybridPPO("CartPole-v1", seed=seed, compiled_update=False, **cfg), steps),
+        "guide": lambda seed: _run_rlox(lambda: HybridPPO("CartPole-v1", seed=seed, compiled_update=True, **guide),
+                                        steps),
+        "guide_torch": lambda seed: _run_rlox(
+            lambda: HybridPPO("CartPole-v1", seed=seed, compiled_update=False, **guide), steps),
+        "sb3": lambda seed: _run_sb3(cfg, seed, steps),
+        "cleanrl": lambda seed: _run_cleanrl(cfg, seed, steps),
+    }
+    names = list(runs)
+    res: dict[str, list[tuple[int, float, float, dict]]] = {k: [] for k in names}
+    for rnd in range(rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
+        for key in order:
+            res[key].append(runs[key](rnd))
+        print(f"    round {rnd}: " + ", ".join(f"{k} {res[k][-1][0] / res[k][-1][1]:,.0f}" for k in names)
+              + " steps/s", flush=True)
+
+    def rate(key: str) -> float:
+        return float(np.median([n / w for n, w, _, _ in res[key]]))
+
+    def ratios(key: str, peer: str) -> str:
+        """Per-round ratios of steps per wall second, and per CPU second (the latter less
+        sensitive to other load on the machine)."""
+        out = []
+        for i, what in ((1, "wall"), (2, "CPU-time")):
+            r = [(a[0] / a[i]) / (b[0] / b[i]) for a, b in zip(res[key], res[peer])]
+            out.append(f"{what} ratio per round {min(r):.2f}-{max(r):.2f}x")
+        return ", ".join(out)
+
+    def spread(key: str) -> str:
+        r = [n / w for n, w, _, _ in res[key]]
+        return f"{min(r):,.0f}-{max(r):,.0f}"
+
+    sb3, clean = rate("sb3"), rate("cleanrl")
+    rows = [("ppo", "PPO CartPole-v1 preset (compiled update, the default)", 3.0),
+            ("ppo_torch", "PPO (torch update) CartPole-v1 preset", 3.0),
+            ("hybrid", "HybridPPO CartPole-v1 preset", 3.0),
+            ("hybrid_torch", "HybridPPO (torch update) CartPole-v1 preset", None)]
+    for key, case, goal in rows:
+        collection = ""
+        if res[key][0][3]:
+            pct = np.median([r[3]["collection_pct"] for r in res[key]])
+            collection = f"; collection {pct:.0f}% of wall time"
+        table.add(case, rlox=rate(key), peer=sb3, peer_name="SB3 PPO", goal=goal, unit="steps/s",
+                  note=f"{rate(key) / clean:.2f}x CleanRL-style; rounds {spread(key)} steps/s; "
+                       f"{ratios(key, 'sb3')}" + collection)
+    for key, case, _ in rows:
+        table.add(case.replace(" CartPole-v1 preset", "") + " vs CleanRL-style", rlox=rate(key), peer=clean,
+                  peer_name="CleanRL-style PPO", unit="steps/s",
+                  note=ratios(key, "cleanrl"))
+    table.add("CleanRL-style single-file PPO (peer) vs SB3", rlox=clean, peer=sb3, peer_name="SB3 PPO",
+              unit="steps/s", note=f"benchmarks/_cleanrl_ppo.py; rounds {spread('cleanrl')} steps/s; SB3 rounds "
+                                   f"{spread('sb3')} steps/s; {ratios('cleanrl', 'sb3')}")
+    # The guide's goal, that compiled collection takes <= 27% of the wall time, compares
+    # collection with torch's update, so it is measured with that update; with the compiled
+    # update the update shrinks and collection's share grows, so that run reports its rate.
+    pct = float(np.median([r[3]["collection_pct"] for r in res["guide_torch"]]))
+    table.add("HybridPPO guide call (16 envs), torch update: collection %", rlox=pct, unit="%",
+              note=f"goal <= 27%: {'yes' if pct <= 27 else 'NO'}; {rate('guide_torch'):,.0f} steps/s")
+    pct = float(np.median([r[3]["collection_pct"] for r in res["guide"]]))
+    table.add("HybridPPO guide call (16 envs), compiled update", rlox=rate("guide"), unit="steps/s",
+              note=f"collection {pct:.0f}% of wall time; {rate('guide') / rate('guide_torch'):.1f}x the torch "
+                   f"update's rate")
 
 
 def main() -> None:
@@ -198,15 +256,16 @@ def main() -> None:
     parser.add_argument("--only", choices=["learning", "throughput"], help="run one part")
     parser.add_argument("--seeds", type=int, help="number of seeds (default 5, quick 2)")
     parser.add_argument("--envs", nargs="*", default=list(LEARNING), help="learning envs")
+    parser.add_argument("--rounds", type=int, help="throughput rounds (default 3, quick 2)")
     args = parser.parse_args()
     quick = args.quick or QUICK
     import torch
     torch.set_num_threads(1)
     # One results table per part, so re-running one part keeps the other's figures.
     name = {"learning": "ppo_learning", "throughput": "ppo"}.get(args.only or "", "ppo")
-    table = Table(name, "PPO: rlox vs Stable-Baselines3 (" + (args.only or "learning and throughput") + ")")
+    table = Table(name, "PPO: rlox vs Stable-Baselines3 and CleanRL-style PPO (" + (args.only or "learning and throughput") + ")")
     if args.only in (None, "throughput"):
-        throughput(table, 5_000 if quick else 20_000)
+        throughput(table, 5_000 if quick else 20_000, args.rounds or (2 if quick else 3))
     if args.only in (None, "learning"):
         learning(table, args.seeds or (2 if quick else 5), quick, args.envs)
     table.finish()
