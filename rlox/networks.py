@@ -72,7 +72,7 @@ def relu_mlp_forward(x: torch.Tensor, layers: Sequence[nn.Linear], last_activati
     for i, lin in enumerate(layers):
         x = F.linear(x, lin.weight, lin.bias)
         if i < last or last_activation:
-            x = torch.relu(x)
+            x = x.relu_()   # in place on the fresh linear output (its backward does not need it)
     return x
 
 
@@ -178,8 +178,8 @@ class SquashedGaussianPolicy(nn.Module):
             u = mean + noise
             eps = (u - mean) / log_std.exp()
         else:
-            mean = self.mu(z)
-            log_std = self.log_std(z).clamp(LOG_STD_MIN, LOG_STD_MAX)
+            mean = F.linear(z, self.mu.weight, self.mu.bias)
+            log_std = F.linear(z, self.log_std.weight, self.log_std.bias).clamp(LOG_STD_MIN, LOG_STD_MAX)
             eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype,
                               device=generator.device if generator is not None else mean.device).to(mean.device)
             u = mean + log_std.exp() * eps
@@ -187,6 +187,18 @@ class SquashedGaussianPolicy(nn.Module):
         log_prob = (-0.5 * eps.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * self.act_dim
         log_prob = log_prob - (2.0 * (_LOG2 - u - F.softplus(-2.0 * u))).sum(-1)
         return torch.tanh(u), log_prob
+
+    def sample_action(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``sample(obs, generator)[0]`` (the same draw, the same action) without computing the
+        log-probability: what acting in the env needs."""
+        if self.use_sde:
+            return self.sample(obs, generator)[0]
+        z = self._features(obs)
+        mean = F.linear(z, self.mu.weight, self.mu.bias)
+        log_std = F.linear(z, self.log_std.weight, self.log_std.bias).clamp(LOG_STD_MIN, LOG_STD_MAX)
+        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype,
+                          device=generator.device if generator is not None else mean.device).to(mean.device)
+        return torch.tanh(mean + log_std.exp() * eps)
 
     def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
         """The mode of the policy before squashing, through tanh: ``tanh(mean)``."""
@@ -316,7 +328,7 @@ class TwinQNetwork(nn.Module):
                 w, b = w.detach(), b.detach()
             h = torch.baddbmm(b, h, w)
             if layer < last:
-                h = torch.relu(h)
+                h = h.relu_()   # in place: baddbmm's backward needs its inputs, not its output
         return h.squeeze(-1)
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
@@ -346,14 +358,14 @@ class _MinOverMembers(torch.autograd.Function):
         weights, biases = params[0::2], params[1::2]
         n = weights[0].shape[0]
         h = x.unsqueeze(0).expand(n, *x.shape)
-        pre = []
+        hidden = []   # post-ReLU activations: relu(x) > 0 exactly where x > 0
         for layer, (w, b) in enumerate(zip(weights, biases)):
             h = torch.baddbmm(b, h, w)
             if layer < len(weights) - 1:
-                pre.append(h)
-                h = torch.relu(h)
+                h = h.relu_()
+                hidden.append(h)
         q_min, member = h.squeeze(-1).min(0)
-        ctx.save_for_backward(member, *pre, *weights)
+        ctx.save_for_backward(member, *hidden, *weights)
         ctx.n_layers = len(weights)
         ctx.x_dtype = x.dtype
         return q_min
@@ -363,15 +375,16 @@ class _MinOverMembers(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):   # type: ignore[override]
         member, *rest = ctx.saved_tensors
         n_hidden = ctx.n_layers - 1
-        pre, weights = rest[:n_hidden], rest[n_hidden:]
+        hidden, weights = rest[:n_hidden], rest[n_hidden:]
         grad_x = grad.new_empty(grad.shape[0], weights[0].shape[1], dtype=ctx.x_dtype)
         for k in range(weights[0].shape[0]):
             rows = (member == k).nonzero().squeeze(1)
             if rows.numel() == 0:
                 continue
-            g = grad[rows].unsqueeze(1) * weights[-1][k, :, 0]                  # d q / d h_last
+            g = grad.index_select(0, rows).unsqueeze(1) * weights[-1][k, :, 0]  # d q / d h_last
             for layer in range(n_hidden - 1, -1, -1):
-                g = g * (pre[layer][k, rows] > 0)                               # through the ReLU
+                # through the ReLU (index_select: the same gather as [k, rows], a cheaper kernel)
+                g = torch.ops.aten.threshold_backward(g, hidden[layer][k].index_select(0, rows), 0)
                 g = g @ weights[layer][k].T                                     # through the Linear
             grad_x.index_copy_(0, rows, g.to(ctx.x_dtype))
         return (grad_x, *([None] * (2 * ctx.n_layers)))

@@ -61,6 +61,19 @@ def test_squashed_gaussian_is_reparameterised_and_generator_reproducible():
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in actor.parameters())
 
 
+def test_sample_action_equals_sample_from_the_same_draw():
+    for use_sde in (False, True):
+        actor = SquashedGaussianPolicy(obs_dim=3, act_dim=2, hidden=16, use_sde=use_sde, log_std_init=-1.0)
+        actor.reset_noise(1, torch.Generator().manual_seed(5))
+        obs = torch.randn(6, 3)
+        g1, g2 = torch.Generator().manual_seed(2), torch.Generator().manual_seed(2)
+        for _ in range(2):   # the generators stay in step
+            action, _ = actor.sample(obs, g1)
+            assert torch.equal(actor.sample_action(obs, g2), action)
+        with torch.inference_mode():
+            assert torch.equal(actor.sample_action(obs, g2), actor.sample(obs, g1)[0])
+
+
 def test_gsde_noise_is_state_dependent_and_fixed_between_resets():
     actor = SquashedGaussianPolicy(obs_dim=2, act_dim=1, hidden=16, use_sde=True, log_std_init=-1.0)
     gen = torch.Generator().manual_seed(0)

@@ -90,6 +90,9 @@ class FastAdam(torch.optim.Adam):
     def __init__(self, params: Any, lr: float) -> None:
         super().__init__(params, lr=lr, fused=True)
         self._lists: list[tuple[list[torch.Tensor], ...]] | None = None
+        # The step-count increment on CPU as a tensor (as torch's Adam does): a Python 1 would be
+        # wrapped into a tensor once per parameter on every step.
+        self._one = torch.tensor(1.0)
         self.step = self._lean_step  # type: ignore[method-assign]  # bypasses the class-level wrapper
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -122,7 +125,7 @@ class FastAdam(torch.optim.Adam):
                 return None
             beta1, beta2 = group["betas"]
             with torch.no_grad():
-                torch._foreach_add_(steps, 1)
+                torch._foreach_add_(steps, self._one if steps[0].is_cpu else 1)
                 torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
                                    lr=group["lr"], beta1=beta1, beta2=beta2,
                                    weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,

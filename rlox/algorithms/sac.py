@@ -83,7 +83,7 @@ class SAC(OffPolicyAlgorithm):
             if self._sde_steps > 0 and self._sde_steps % freq == 0:
                 self.actor.reset_noise(self.n_envs, self.torch_gen)
             self._sde_steps += 1
-        return self.actor.sample(obs, self.torch_gen)[0]
+        return self.actor.sample_action(obs, self.torch_gen)
 
     def _predict(self, obs: torch.Tensor, deterministic: bool) -> np.ndarray:
         obs = obs.reshape(obs.shape[0], -1)
