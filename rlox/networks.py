@@ -98,9 +98,11 @@ class SquashedGaussianPolicy(nn.Module):
         act_dim: action size.
         hidden: hidden widths (int: two layers).
         use_sde: generalized state-dependent exploration (gSDE; Raffin et al., 2022): the noise
-            is ``z(s) @ W`` with ``z(s)`` the (detached) last hidden features and ``W`` an
+            is ``z(s) @ W`` with ``z(s)`` the last hidden features and ``W`` an
             exploration matrix drawn from ``N(0, exp(log_std)^2)`` by ``reset_noise``, so the
-            same state gets the same noise until the matrix is redrawn.
+            same state gets the same noise until the matrix is redrawn. The noise and its
+            variance ``z(s)^2 @ exp(log_std)^2`` are differentiable in ``z(s)``, so the loss
+            trains the features through them too (SB3's SAC: ``learn_features=True``).
         log_std_init: initial log std of ``W``'s entries (gSDE only).
         clip_mean: with gSDE, the pre-squash mean is clipped to ``[-clip_mean, clip_mean]``
             (keeps it out of tanh's flat tails; 0: off).
@@ -151,7 +153,7 @@ class SquashedGaussianPolicy(nn.Module):
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         z = self._features(obs)
         if self.use_sde:
-            var = z.detach().square() @ self.sde_log_std.exp().square()
+            var = z.square() @ self.sde_log_std.exp().square()
             return self._mean(z), 0.5 * torch.log(var + 1e-6)
         return self.mu(z), self.log_std(z).clamp(LOG_STD_MIN, LOG_STD_MAX)
 
@@ -168,13 +170,12 @@ class SquashedGaussianPolicy(nn.Module):
         z = self._features(obs)
         if self.use_sde:
             mean = self._mean(z)
-            zd = z.detach()
-            log_std = 0.5 * torch.log(zd.square() @ self.sde_log_std.exp().square() + 1e-6)
+            log_std = 0.5 * torch.log(z.square() @ self.sde_log_std.exp().square() + 1e-6)
             mat = self.exploration_mat
-            if mat.shape[0] == 1 or mat.shape[0] != zd.shape[0]:
-                noise = zd @ mat[0]
+            if mat.shape[0] == 1 or mat.shape[0] != z.shape[0]:
+                noise = z @ mat[0]
             else:
-                noise = torch.bmm(zd.unsqueeze(1), mat).squeeze(1)
+                noise = torch.bmm(z.unsqueeze(1), mat).squeeze(1)
             u = mean + noise
             eps = (u - mean) / log_std.exp()
         else:

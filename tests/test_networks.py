@@ -99,6 +99,25 @@ def test_gsde_noise_is_state_dependent_and_fixed_between_resets():
     assert not torch.allclose(a[0], a[1])
 
 
+def test_gsde_trains_the_features_through_the_noise():
+    """SB3's SAC builds its gSDE with learn_features=True: the noise z(s) @ W and its variance
+    are differentiable in the features z(s). With the mean head zeroed, the action depends on
+    the trunk only through the noise, so the trunk must still get a gradient."""
+    actor = SquashedGaussianPolicy(obs_dim=2, act_dim=1, hidden=16, use_sde=True, log_std_init=-1.0)
+    actor.reset_noise(1, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        actor.mu.weight.zero_()
+    obs = torch.randn(8, 2)
+    action, _ = actor.sample(obs)
+    action.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in actor.trunk.parameters())
+    actor.zero_grad()
+    actor.reset_noise(1, torch.Generator().manual_seed(0))   # (the matrix's graph was used)
+    _, log_prob = actor.sample(obs)          # and through the variance of the log-probability
+    log_prob.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in actor.trunk.parameters())
+
+
 def test_deterministic_policy_scales_by_max_action():
     actor = DeterministicPolicy(obs_dim=3, act_dim=2, hidden=16, max_action=2.0)
     out = actor(torch.randn(9, 3) * 100)
