@@ -7,6 +7,7 @@ import torch
 
 from rlox import Trainer
 from rlox.algorithms import PPO
+from rlox.algorithms.hybrid_ppo import HybridPPO
 from rlox.config import PPOConfig
 from rlox.plugins import ENV_REGISTRY
 from rlox.policies import DiscretePolicy
@@ -203,8 +204,9 @@ def test_checkpoint_keeps_the_update_that_was_running(tmp_path):
     assert again.update_kernel.adam_step == 16
 
 
-def test_replaced_parameter_tensor_is_shared_again():
-    algo = PPO("CartPole-v1", seed=8, **SMALL)
+@pytest.mark.parametrize("cls", [PPO, HybridPPO], ids=["ppo", "hybrid_ppo"])
+def test_replaced_parameter_tensor_is_shared_again(cls):
+    algo = cls("CartPole-v1", seed=8, **SMALL)
     w = algo.policy.actor[0].weight
     with torch.no_grad():
         w.data = w.data.clone() + 0.01              # a new tensor, no longer the kernel's memory
