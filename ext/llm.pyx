@@ -20,6 +20,17 @@ cdef extern from "rlox_llm.h" nogil:
                            const uint8_t *mask, int64_t n, int64_t *count)
     void rlox_kl_tokens_f32(int estimator, const float *lp, const float *lq,
                             const uint8_t *mask, int64_t n, float *out)
+    int rlox_llm_set_simd(int enable)
+
+# The float32 KL kernels use their AVX2 code when the CPU has AVX2 and FMA (chosen once, here).
+rlox_llm_set_simd(1)
+
+
+def _set_kl_simd(bint enable):
+    """Testing hook: run the float32 KL kernels on their AVX2 code (``True``, when the CPU has
+    it) or on the portable code (``False``). Returns whether the AVX2 code is now in use. Not
+    thread-safe: call it only while no KL kernel runs."""
+    return bool(rlox_llm_set_simd(enable))
 
 # Inputs smaller than these run serially (an OpenMP fork/join costs a few microseconds).
 cdef enum:

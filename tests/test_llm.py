@@ -7,6 +7,7 @@ from hypothesis import given, strategies as st
 from hypothesis.extra import numpy as hnp
 
 import rlox
+from rlox._ext import llm as llm_ext
 from tests.reference import llm_ref as ref
 
 SCALES = ["group", "batch", "none"]
@@ -181,6 +182,17 @@ def kl_batches(draw):
     return lp, lq.astype(np.float32), mask, B, T
 
 
+@pytest.fixture(scope="module", params=["avx2", "portable"])
+def kl_code(request):
+    """Run a float32 KL test on the kernels' AVX2 code and again on their portable code.
+    (Module scope: hypothesis does not allow function-scoped fixtures in @given tests.)"""
+    if request.param == "avx2" and not llm_ext._set_kl_simd(True):
+        pytest.skip("this CPU has no AVX2+FMA, so only the portable code runs")
+    llm_ext._set_kl_simd(request.param == "avx2")
+    yield request.param
+    llm_ext._set_kl_simd(True)
+
+
 def _f32_error(lp, lq, est, axis=None):
     """Error bound of the float32 kernels per token (summed over ``axis`` unless None): half an
     ulp of d = lp - lq rounded to float32, times the estimator's slope, plus 10 ulp of the term
@@ -193,7 +205,7 @@ def _f32_error(lp, lq, est, axis=None):
 
 @pytest.mark.parametrize("est", ["k1", "k2", "k3"])
 @given(case=kl_batches())
-def test_batch_kl_matches_oracle_and_torch(est, case):
+def test_batch_kl_matches_oracle_and_torch(est, case, kl_code):
     lp, lq, mask, B, T = case
     _, _, batch64, batch32 = KL[est]
     per_tok = ref.token_kl(lp, lq, est).reshape(B, T)
@@ -225,7 +237,7 @@ def test_batch_kl_matches_oracle_and_torch(est, case):
 
 @pytest.mark.parametrize("est", ["k1", "k2", "k3"])
 @given(case=kl_batches())
-def test_single_kl_matches_batch_of_one(est, case):
+def test_single_kl_matches_batch_of_one(est, case, kl_code):
     lp, lq, mask, B, T = case
     single64, single32, batch64, batch32 = KL[est]
     s64 = single64(lp.astype(np.float64)[:T], lq.astype(np.float64)[:T])
@@ -235,7 +247,7 @@ def test_single_kl_matches_batch_of_one(est, case):
     assert np.float32(s32) == batch32(lp[:T], lq[:T], seq_len=T, mask=mask[:T], reduction="mean")[0]
 
 
-def test_kl_long_rows_and_chunks():
+def test_kl_long_rows_and_chunks(kl_code):
     """Rows longer than the float32 kernel's 1024-token chunks, with masks and tails."""
     rng = np.random.default_rng(3)
     B, T = 3, 3000
@@ -249,7 +261,7 @@ def test_kl_long_rows_and_chunks():
 
 
 @pytest.mark.parametrize("est", ["k1", "k2", "k3"])
-def test_kl_threads_identical(n_threads, est):
+def test_kl_threads_identical(n_threads, est, kl_code):
     rng = np.random.default_rng(4)
     B, T = 24, 2048                               # above the parallel threshold
     lp = rng.standard_normal(B * T).astype(np.float32)
@@ -265,7 +277,7 @@ def test_kl_threads_identical(n_threads, est):
         assert np.array_equal(g, w)
 
 
-def test_kl_lengths_equal_a_prefix_mask():
+def test_kl_lengths_equal_a_prefix_mask(kl_code):
     rng = np.random.default_rng(5)
     B, T = 6, 50
     lp, lq = rng.standard_normal((2, B, T)).astype(np.float32)
@@ -283,7 +295,7 @@ def test_kl_lengths_equal_a_prefix_mask():
         rlox.compute_batch_token_kl_schulman_f32(lp, lq, mask=mask))
 
 
-def test_kl_masked_tokens_are_never_read():
+def test_kl_masked_tokens_are_never_read(kl_code):
     lp = np.array([-1.0, np.nan, -2.0, np.inf] * 5, dtype=np.float32)
     lq = np.array([-1.5, -1.0, np.nan, -1.0] * 5, dtype=np.float32)
     mask = np.array([1, 0, 0, 0] * 5, dtype=np.uint8)
@@ -294,7 +306,7 @@ def test_kl_masked_tokens_are_never_read():
     assert np.isfinite(per_tok).all() and (per_tok[0, mask == 0] == 0).all()
 
 
-def test_k3_extremes_float32():
+def test_k3_extremes_float32(kl_code):
     """The float32 exp against float64 across the range, and non-finite inputs."""
     x = np.concatenate([np.linspace(-80, 80, 4001), np.geomspace(1e-12, 1, 200),
                         -np.geomspace(1e-12, 1, 200), [0.0, 0.5, -0.5, 1.0, -1.0, 88.0]])
@@ -317,7 +329,7 @@ def test_k3_extremes_float32():
 
 
 @given(case=kl_batches())
-def test_per_token_matches_oracle_and_torch(case):
+def test_per_token_matches_oracle_and_torch(case, kl_code):
     lp, lq, mask, B, T = case
     for est in ("k1", "k2", "k3"):
         want = ref.token_kl(lp, lq, est).reshape(B, T) * mask.reshape(B, T)
@@ -335,13 +347,38 @@ def test_per_token_matches_oracle_and_torch(case):
                                k_torch, rtol=1e-9, atol=1e-12)
 
 
-def test_per_token_large_is_parallel_and_identical(n_threads):
+def test_per_token_large_is_parallel_and_identical(n_threads, kl_code):
     rng = np.random.default_rng(6)
     lp, lq = rng.standard_normal((2, 16, 4096)).astype(np.float32)
     got = rlox.compute_token_kl_per_token(lp, lq)
     rlox.set_num_threads(1)
     assert np.array_equal(got, rlox.compute_token_kl_per_token(lp, lq))
     np.testing.assert_allclose(got, ref.token_kl(lp, lq, "k3"), rtol=1e-6)
+
+
+def test_kl_avx2_and_portable_code_agree():
+    """The AVX2 kernels and the portable ones: every token within 3e-7 relative (they differ only
+    by FMA contraction), row sums likewise, for every estimator, with and without a mask, on row
+    lengths around the 16-token blocks and the 1024-token chunks."""
+    if not llm_ext._set_kl_simd(True):
+        pytest.skip("this CPU has no AVX2+FMA")
+    rng = np.random.default_rng(11)
+    try:
+        for T in (1, 7, 8, 15, 16, 17, 1023, 1024, 1025, 2061):
+            lp = (rng.standard_normal((3, T)) * 2 - 3).astype(np.float32)
+            lq = (lp + rng.standard_normal((3, T)) * np.array([[1e-4], [0.3], [3.0]])).astype(np.float32)
+            mask = rng.random((3, T)) < 0.6
+            got = {}
+            for simd in (True, False):
+                llm_ext._set_kl_simd(simd)
+                got[simd] = [(rlox.compute_token_kl_per_token(lp, lq, estimator=est, mask=m),
+                              KL[est][3](lp, lq, seq_len=T, mask=m))
+                             for est in KL for m in (None, mask)]
+            for (tok_a, row_a), (tok_b, row_b) in zip(got[True], got[False]):
+                np.testing.assert_allclose(tok_a, tok_b, rtol=3e-7, atol=1e-37)
+                np.testing.assert_allclose(row_a, row_b, rtol=1e-6, atol=1e-30)
+    finally:
+        llm_ext._set_kl_simd(True)
 
 
 def test_kl_input_forms():
