@@ -295,6 +295,36 @@ def test_pack_large_matches_oracle_and_threads(n_threads):
         np.testing.assert_array_equal(again[key], packed[key], err_msg=key)
 
 
+def test_pack_rows_much_longer_than_the_input_sort_by_comparison():
+    """max_length far above the number of sequences: the packer sorts by comparison instead of
+    counting lengths; the placement is the same first-fit decreasing."""
+    rng = np.random.default_rng(1)
+    seqs = [rng.integers(0, 9, size=n).astype(np.uint32)
+            for n in [5, 70_000, 3, 70_000, 30_000, 0, 5, 99_999]]
+    packed = rlox.pack_sequences(seqs, 100_000)
+    _check_invariants(seqs, packed, 100_000)
+    want = ref.pack_sequences(seqs, 100_000)
+    for key in want:
+        np.testing.assert_array_equal(packed[key], want[key], err_msg=key)
+
+
+def test_pack_huge_outputs_start_on_a_huge_page():
+    """Outputs of 16 MB and more are 2 MiB-aligned views (transparent huge pages cover all of
+    them); they are still ordinary writable C-contiguous int64 arrays with the oracle's
+    content."""
+    rng = np.random.default_rng(2)
+    seqs = [rng.integers(0, 50_000, size=n).astype(np.uint32)
+            for n in rng.integers(900, 2049, size=1_400)]
+    packed = rlox.pack_sequences(seqs, 2048, pad_id=3)
+    want = ref.pack_sequences(seqs, 2048, pad_id=3)
+    for key in ("input_ids", "attention_mask", "position_ids", "sequence_ids"):
+        a = packed[key]
+        assert a.nbytes >= 16 * 2**20 and a.ctypes.data % 2**21 == 0, key
+        assert a.dtype == np.int64 and a.flags.c_contiguous and a.flags.writeable, key
+        np.testing.assert_array_equal(a, want[key], err_msg=key)
+    np.testing.assert_array_equal(packed["placement"], want["placement"])
+
+
 @pytest.mark.parametrize("call, exc, match", [
     (lambda: rlox.pack_sequences([u32(1)], 0), ValueError, "max_length must be >= 1, got 0"),
     (lambda: rlox.pack_sequences([u32(1)], 8.0), TypeError, "max_length must be an int"),
