@@ -6,11 +6,21 @@ Every case runs twice: rlox and torch on one thread each ("[1 thr]"; the fair fi
 busy machine, where an OpenMP fork/join can wait a whole scheduler time slice for a core), then
 both on all cores. NumPy and the pure-Python packer are single-threaded and timed once.
 Inputs are created once; each timed call is only the computation.
+
+pack_sequences writes four [rows, 2048] int64 arrays (107 MB for the 10k case) into fresh
+memory on every call, so on one thread most of its time is the kernel zeroing the pages it
+faults in; whether the allocator hands back the previous call's pages instead (no faults, about
+twice as fast) varies from run to run. The table's note gives the page faults per call.
 """
 import sys
 from pathlib import Path
 
 import numpy as np
+
+try:
+    import resource
+except ImportError:            # not on Windows
+    resource = None
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -47,6 +57,16 @@ def numpy_k3(logp, ref, mask=None):
     x = ref - logp
     kl = np.exp(x) - x - 1
     return (kl * mask).sum(-1) if mask is not None else kl.sum(-1)
+
+
+def faults_per_call(fn, calls=10):
+    """Minor page faults per call of fn (None where getrusage is unavailable)."""
+    if resource is None:
+        return None
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(calls):
+        fn()
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / calls
 
 
 # ---------------------------------------------------------------------------------- main
@@ -114,9 +134,11 @@ def run(table, torch, thr, single_threaded):
     print(f"  {lengths.sum():,} tokens into {rows} rows ({lengths.sum() / (rows * 2048):.1%} "
           f"full; lower bound {llm_ref.min_rows(lengths.tolist(), 2048)})")
     t_rlox = measure(lambda: rlox.pack_sequences(seqs, 2048))
+    faults = faults_per_call(lambda: rlox.pack_sequences(seqs, 2048))
     t_py = once("pack", lambda: llm_ref.pack_sequences(seqs, 2048), repeats=3, warmup=0)
     table.add(f"pack_sequences 10k -> arrays [{thr}]", rlox=t_rlox, peer=t_py,
-              peer_name="pure-Python FFD + NumPy fill", goal=20)
+              peer_name="pure-Python FFD + NumPy fill", goal=20,
+              note="" if faults is None else f"rlox: {faults:.0f} page faults per call")
     len_list = lengths.tolist()
     t_place = once("place", lambda: llm_ref.first_fit_decreasing(len_list, 2048), repeats=3, warmup=0)
     table.add(f"pack_sequences 10k -> arrays [{thr}]", rlox=t_rlox, peer=t_place,
