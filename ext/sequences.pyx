@@ -316,7 +316,8 @@ cdef int _first_fit_decreasing(const int64_t *lengths, intp_t n, int64_t max_len
                                int64_t *row_start, intp_t *n_rows) noexcept nogil:
     """IN lengths [n] (each <= max_length). OUT row, offset [n] ((-1, 0) for an empty
     sequence); by_row [n], row_start [n + 1]: row r holds sequences by_row[row_start[r] :
-    row_start[r + 1]], in offset order; *n_rows. Returns -1 when out of memory.
+    row_start[r + 1]], in offset order; *n_rows. Returns -1 when out of memory, -2 if the tree
+    had no row with room (an internal error: the bound below rules it out).
 
     First-fit decreasing. The rows' free space lives in a max-tree whose leaves are rows in
     opening order, every unopened row counted as empty: the leftmost leaf with room is then the
@@ -360,6 +361,10 @@ cdef int _first_fit_decreasing(const int64_t *lengths, intp_t n, int64_t max_len
         node = 1
         while node < size:                       # descend to the leftmost leaf with room
             node = 2 * node + (tree[2 * node] < length)
+        if tree[node] < length:                  # cannot happen (the bound above); never
+            free(tree)                           # let a broken invariant write past a row
+            free(items)
+            return -2
         leaf = node - size
         row[items[k].index] = leaf
         offset[items[k].index] = max_length - tree[node]
@@ -559,6 +564,9 @@ cdef dict _pack(const token_t **src, object lengths, intp_t n, intp_t L, int64_t
     cdef int status
     with nogil:
         status = _first_fit_decreasing(len_p, n, L, row_p, off_p, by_p, start_p, &n_rows)
+    if status == -2:
+        raise RuntimeError("pack_sequences: internal error, the row tree ran out of rows; "
+                           "please report it with the sequence lengths and max_length")
     if status != 0:
         raise MemoryError("pack_sequences: out of memory")
     ids = _huge_aligned_empty(n_rows, L)
