@@ -8,7 +8,7 @@
  *   rlox_scale_f32      x[i] *= s                           (gradient clipping)
  *   rlox_adam_f32       one torch.optim.Adam step over a flat buffer
  *
- * Speed: as in rlox_llm.h, each function is built three times on x86-64 Linux with GCC
+ * Speed: each function is built three times on x86-64 Linux with GCC
  * (x86-64-v4 / AVX-512, x86-64-v3 / AVX2+FMA, baseline SSE2) and the loader picks the best one
  * for the CPU at import (target_clones). The loops are written so GCC vectorises them without
  * -ffast-math: no reassociation (the sum of squares keeps RLOX_PPO_LANES independent float
