@@ -123,14 +123,15 @@ def test_config_field_is_checked_and_reaches_the_algorithm_through_the_trainer()
 
 
 @pytest.mark.gpu
-def test_cuda_device_uses_torch():
+@pytest.mark.parametrize("cls", [PPO, HybridPPO], ids=["ppo", "hybrid_ppo"])
+def test_cuda_device_uses_torch(cls):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    algo = PPO("CartPole-v1", seed=0, device="cuda", **SMALL)
+    algo = cls("CartPole-v1", seed=0, device="cuda", **SMALL)
     assert not algo.compiled_update and algo.update_kernel is None
     algo.train(64)
     with pytest.raises(ValueError, match="compiled update runs on the CPU, but device is 'cuda'"):
-        PPO("CartPole-v1", device="cuda", compiled_update=True)
+        cls("CartPole-v1", device="cuda", compiled_update=True)
 
 
 # ---------------------------------------------------------------- switching and checkpoints

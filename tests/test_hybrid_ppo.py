@@ -331,14 +331,3 @@ def test_checkpoints_read_with_either_update(tmp_path):
     assert c.update_kernel.adam_step == 8
     c.train(64)
     assert c.update_kernel.adam_step == 16
-
-
-@pytest.mark.gpu
-def test_compiled_update_needs_a_cpu_device():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    algo = HybridPPO("CartPole-v1", seed=0, device="cuda", **SMALL)
-    assert not algo.compiled_update and algo.update_kernel is None
-    algo.train(64)
-    with pytest.raises(ValueError, match="compiled update runs on the CPU, but device is 'cuda'"):
-        HybridPPO("CartPole-v1", device="cuda", compiled_update=True)
