@@ -183,22 +183,23 @@ def test_save_load_resumes_exactly(env_id, extra, tmp_path):
         np.testing.assert_array_equal(resumed.obs_normalizer().obs_rms.mean(), cont.obs_normalizer().obs_rms.mean())
 
 
-def test_checkpoint_keeps_the_update_that_was_running(tmp_path):
+@pytest.mark.parametrize("cls", [PPO, HybridPPO], ids=["ppo", "hybrid_ppo"])
+def test_checkpoint_keeps_the_update_that_was_running(cls, tmp_path):
     """Either update reads the other's checkpoint; a resumed run continues with the update it
     was saved with, and a switched one from the same Adam moments."""
-    algo = PPO("CartPole-v1", seed=7, **SMALL)
+    algo = cls("CartPole-v1", seed=7, **SMALL)
     algo.train(64)
     algo.compiled_update = False
     algo.train(64)
     algo.save(tmp_path / "t.pt")
-    loaded = PPO.load(tmp_path / "t.pt")
+    loaded = cls.load(tmp_path / "t.pt")
     assert loaded.config.compiled_update is None and not loaded.compiled_update
     loaded.compiled_update = True
     assert loaded.update_kernel.adam_step == 16
-    torch_only = PPO("CartPole-v1", seed=8, compiled_update=False, **SMALL)
+    torch_only = cls("CartPole-v1", seed=8, compiled_update=False, **SMALL)
     torch_only.train(64)
     torch_only.save(tmp_path / "u.pt")
-    again = PPO.load(tmp_path / "u.pt")
+    again = cls.load(tmp_path / "u.pt")
     assert not again.compiled_update
     again.compiled_update = True
     assert again.update_kernel.adam_step == 8

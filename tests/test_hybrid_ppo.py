@@ -321,13 +321,3 @@ def test_checkpoints_read_with_either_update(tmp_path):
         np.concatenate([opt.state[p]["exp_avg"].numpy().reshape(-1) for p in loaded.policy.parameters()]),
         state["exp_avg"])
     loaded.train(64)
-    # a torch-update run's checkpoint resumes with the torch update, and loads into the compiled one
-    b = HybridPPO("CartPole-v1", seed=7, compiled_update=False, **SMALL)
-    b.train(64)
-    b.save(tmp_path / "t.pt")
-    c = HybridPPO.load(tmp_path / "t.pt")
-    assert not c.compiled_update
-    c.compiled_update = True
-    assert c.update_kernel.adam_step == 8
-    c.train(64)
-    assert c.update_kernel.adam_step == 16
