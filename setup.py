@@ -59,7 +59,7 @@ def _extensions():
             [os.path.relpath(pyx, HERE)],
             include_dirs=[np.get_include(), "ext"],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-            extra_compile_args=opt + omp_compile + ["-Wno-unreachable-code"],
+            extra_compile_args=opt + omp_compile,
             extra_link_args=omp_link + ["-lm"],
         ))
     return exts

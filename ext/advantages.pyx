@@ -6,6 +6,7 @@
 from cython.parallel cimport prange
 from libc.math cimport exp, isfinite
 from _types cimport float32_t, float64_t, floating_t
+from _checks cimport real_array, positive_int
 import numpy as np
 cimport numpy as cnp
 
@@ -14,26 +15,21 @@ cnp.import_array()
 include "_threads.pxi"
 
 # Below this many total steps the batched kernel runs serially (fork/join costs microseconds).
-DEF PARALLEL_MIN_STEPS = 16384
+cdef enum:
+    PARALLEL_MIN_STEPS = 16384
 
 
 # ------------------------------------------------------------------------- argument checking
-cdef object _real(object x, str name, object dtype):
-    """``x`` as a C-contiguous array of ``dtype``; rejects dtypes that cannot be converted safely."""
-    arr = np.asarray(x)
-    kind = arr.dtype.kind
-    if kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype "
-                        f"{arr.dtype}; convert it with np.asarray({name}, dtype=np.float64)")
-    return np.ascontiguousarray(arr, dtype=dtype)
+# Arrays go through _checks.real_array (dtype, byte order, alignment, contiguity in one place);
+# these two names are kept for the kernels of this file.
+cdef inline object _real(object x, str name, object dtype):
+    """x as a native, aligned, C-contiguous array of ``dtype`` (float32/float64), or TypeError."""
+    return real_array(x, name, cnp.NPY_FLOAT if dtype is np.float32 else cnp.NPY_DOUBLE)
 
 
 cdef inline object _fast(object x, str name, int typenum, object dtype):
-    """Fast path: an aligned C-contiguous array of the right dtype is used as it is."""
-    if cnp.PyArray_Check(x) and cnp.PyArray_TYPE(<cnp.ndarray>x) == typenum and \
-            cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x) and cnp.PyArray_ISALIGNED(<cnp.ndarray>x):
-        return x
-    return _real(x, name, dtype)
+    """x itself when it is already a native array of ``typenum``, else one checked copy."""
+    return real_array(x, name, typenum)
 
 
 cdef inline object _empty_like(cnp.ndarray a, int typenum):
@@ -124,12 +120,6 @@ def compute_gae(rewards, values, dones, last_value, gamma, lam):
                          <double*>cnp.PyArray_DATA(d), lv, n, g, l,
                          <double*>cnp.PyArray_DATA(adv), <double*>cnp.PyArray_DATA(ret))
     return adv, ret
-    cdef const float64_t[::1] rv = r, vv = v, dv = d
-    cdef float64_t[::1] av = adv, tv = ret
-    cdef Py_ssize_t nn = n
-    with nogil:
-        _gae_row[double](&rv[0], &vv[0], &dv[0], lv, nn, g, l, &av[0], &tv[0])
-    return adv, ret
 
 
 cdef tuple _batched(rewards, values, dones, last_values, n_steps, gamma, lam, object dtype):
@@ -144,9 +134,7 @@ cdef tuple _batched(rewards, values, dones, last_values, n_steps, gamma, lam, ob
     if r.shape != v.shape or r.shape != d.shape:
         raise ValueError(f"rewards, values and dones must have the same shape; got "
                          f"{r.shape}, {v.shape} and {d.shape}")
-    if isinstance(n_steps, bool) or not isinstance(n_steps, (int, np.integer)) or n_steps <= 0:
-        raise ValueError(f"n_steps must be a positive int, got {n_steps!r}")
-    cdef Py_ssize_t T = n_steps, total, n_envs, i
+    cdef Py_ssize_t T = positive_int(n_steps, "n_steps"), total, n_envs, i
     if r.ndim == 2:
         if r.shape[1] != T:
             raise ValueError(f"2-D inputs must have shape (n_envs, n_steps) = (?, {T}), got {r.shape}")

@@ -19,6 +19,7 @@ from libc.math cimport isfinite, pow, powf, sqrt, INFINITY
 from libc.string cimport memcpy, memset
 from libc.stdint cimport uint32_t
 from _types cimport float32_t, float64_t, int64_t, intp_t, uint8_t, uint64_t
+from _checks cimport is_native_vec, positive_int, as_array, check_real
 from _rng cimport rng_t, rng_seed, rng_below, rng_uniform
 from trees cimport (tree_t, tree_alloc, tree_free, tree_clear, tree_set, tree_set_many,
                     tree_set_range, tree_leaf, tree_total, tree_min, tree_find_many,
@@ -36,10 +37,11 @@ cnp.import_array()
 include "_threads.pxi"
 
 # Gathers that move fewer bytes than this run serially (a fork/join costs microseconds).
-DEF PARALLEL_MIN_BYTES = 4194304
-# Batched tree queries and n-step walks below this many rows run serially.
-DEF PARALLEL_MIN_ROWS = 4096
-DEF MAX_OBS_NDIM = 8
+cdef enum:
+    PARALLEL_MIN_BYTES = 4194304
+    # Batched tree queries and n-step walks below this many rows run serially.
+    PARALLEL_MIN_ROWS = 4096
+    MAX_OBS_NDIM = 8
 
 SAVE_FORMAT_VERSION = 1         # ReplayBuffer.save / load
 MMAP_FORMAT_VERSION = 1         # MmapReplayBuffer's cold file
@@ -158,7 +160,8 @@ cdef inline const ring_t* _which(const ring_t* hot, const ring_t* cold, intp_t j
     return cold
 
 
-DEF PREFETCH_AHEAD = 8
+cdef enum:
+    PREFETCH_AHEAD = 8
 
 
 cdef void _gather(const ring_t* hot, const ring_t* cold, const int64_t* idx, intp_t n,
@@ -233,14 +236,6 @@ cdef object _field_view(object rows, const ring_t* g, str name, object obs_dtype
     return rows[:n, g.off_rew + 4 * k:g.off_rew + 4 * k + 4].view(np.float32)[:, 0]
 
 # ============================================================================ argument checks
-cdef object _positive_int(object value, str name):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    return int(value)
-
-
 cdef uint64_t _seed64(object seed) except? 0:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise TypeError(f"seed must be an int or None, got {seed!r} ({type(seed).__name__})")
@@ -263,39 +258,26 @@ cdef tuple _obs_shape(object obs_dim, object obs_shape):
     if obs_shape is None:
         if obs_dim is None:
             raise TypeError("give obs_dim (an int) or obs_shape (a tuple of ints)")
-        return (_positive_int(obs_dim, "obs_dim"),)
+        return (positive_int(obs_dim, "obs_dim"),)
     if isinstance(obs_shape, (int, np.integer)):
         obs_shape = (obs_shape,)
-    shape = tuple(_positive_int(d, "obs_shape entries") for d in obs_shape)
+    shape = tuple(positive_int(d, "obs_shape entries") for d in obs_shape)
     if len(shape) == 0 or len(shape) > MAX_OBS_NDIM:
         raise ValueError(f"obs_shape must have 1 to {MAX_OBS_NDIM} dimensions, got {shape}")
-    if obs_dim is not None and _positive_int(obs_dim, "obs_dim") != int(np.prod(shape)):
+    if obs_dim is not None and positive_int(obs_dim, "obs_dim") != int(np.prod(shape)):
         raise ValueError(f"obs_dim={obs_dim} disagrees with obs_shape={shape} "
                          f"(product {int(np.prod(shape))}); give one of them or make them agree")
     return shape
 
 
-cdef inline bint _is_fast(object x, int typenum, intp_t size) noexcept:
-    """x is an exact ndarray of the stored dtype (native order), C-contiguous and aligned, 1-D
-    of ``size`` elements: used as it is."""
-    if type(x) is not cnp.ndarray:
-        return False
-    cdef cnp.ndarray a = <cnp.ndarray>x
-    return (cnp.PyArray_TYPE(a) == typenum and cnp.PyArray_NDIM(a) == 1
-            and cnp.PyArray_DIM(a, 0) == size and cnp.PyArray_ISCARRAY_RO(a)
-            and cnp.PyArray_ISNOTSWAPPED(a))
-
-
-cdef object _real_array(object x, str name):
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype {arr.dtype}")
-    return arr
+cdef inline object _real_arr(object x, str name):
+    """np.asarray(x) when it holds real numbers (no conversion yet), else TypeError."""
+    return check_real(as_array(x, name), name)
 
 
 cdef object _flags(object x, str name, intp_t n):
     """terminated / truncated of a batch -> float32 [n] of 0.0 / 1.0."""
-    arr = _real_array(x, name).reshape(-1)
+    arr = _real_arr(x, name).reshape(-1)
     if arr.shape[0] != n:
         raise ValueError(f"{name} has {arr.shape[0]} entries, expected {n} (one per transition)")
     return np.ascontiguousarray(arr != 0, dtype=np.float32)
@@ -315,20 +297,11 @@ cdef inline double _reward(object x) except? -1.0:
     return r
 
 
-cdef inline bint _is_vec(object x, int typenum) noexcept:
-    """x is an exact 1-D ndarray of typenum (native order), C-contiguous and aligned."""
-    if type(x) is not cnp.ndarray:
-        return False
-    cdef cnp.ndarray a = <cnp.ndarray>x
-    return (cnp.PyArray_TYPE(a) == typenum and cnp.PyArray_NDIM(a) == 1
-            and cnp.PyArray_ISCARRAY_RO(a) and cnp.PyArray_ISNOTSWAPPED(a))
-
-
 cdef cnp.ndarray _indices(object indices, intp_t n_live, str what):
     """indices -> int64 C-contiguous 1-D (the array itself when it already is one), each in
     [0, n_live); checked in one C loop."""
     cdef cnp.ndarray idx
-    if _is_vec(indices, cnp.NPY_INT64):
+    if is_native_vec(indices, cnp.NPY_INT64, -1):
         idx = <cnp.ndarray>indices
     else:
         arr = np.asarray(indices)
@@ -389,14 +362,14 @@ cdef class ReplayBuffer:
 
     def __init__(self, capacity, obs_dim=None, act_dim=1, *, obs_shape=None,
                  obs_dtype=np.float32, seed=None):
-        self._setup(_positive_int(capacity, "capacity"), obs_dim, act_dim, obs_shape,
+        self._setup(positive_int(capacity, "capacity"), obs_dim, act_dim, obs_shape,
                     obs_dtype, seed)
 
     cdef _setup(self, intp_t capacity, obs_dim, act_dim, obs_shape, obs_dtype, seed):
         self.obs_shape = _obs_shape(obs_dim, obs_shape)
         self.obs_dtype = _obs_dtype(obs_dtype)
         self.obs_dim = int(np.prod(self.obs_shape))
-        self.act_dim = _positive_int(act_dim, "act_dim")
+        self.act_dim = positive_int(act_dim, "act_dim")
         self._obs_typenum = cnp.NPY_UINT8 if self.obs_dtype == np.uint8 else cnp.NPY_FLOAT
         self._obs_ndim = len(self.obs_shape)
         for k, d in enumerate(self.obs_shape):
@@ -458,7 +431,7 @@ cdef class ReplayBuffer:
         return True
 
     cdef object _convert_obs(self, object x, str name):
-        arr = _real_array(x, name)
+        arr = _real_arr(x, name)
         if self._obs_typenum == cnp.NPY_UINT8 and arr.dtype != np.uint8:
             raise TypeError(f"{name} has dtype {arr.dtype}, but this buffer stores uint8 "
                             f"observations without conversion: pass uint8 arrays (or create "
@@ -470,14 +443,14 @@ cdef class ReplayBuffer:
         return np.ascontiguousarray(arr.reshape(-1), dtype=self.obs_dtype)
 
     cdef object _action_arg(self, object x):
-        arr = _real_array(x, "action")
+        arr = _real_arr(x, "action")
         if arr.size != self.act_dim or arr.ndim > 1:
             raise ValueError(f"action has shape {arr.shape}, expected ({self.act_dim},)"
                              + (" or a number" if self.act_dim == 1 else ""))
         return np.ascontiguousarray(arr.reshape(-1), dtype=np.float32)
 
     cdef object _obs_batch(self, object x, str name, intp_t n):
-        arr = _real_array(x, name)
+        arr = _real_arr(x, name)
         if self._obs_typenum == cnp.NPY_UINT8 and arr.dtype != np.uint8:
             raise TypeError(f"{name} has dtype {arr.dtype}, but this buffer stores uint8 "
                             f"observations without conversion: pass uint8 arrays")
@@ -489,7 +462,7 @@ cdef class ReplayBuffer:
         return np.ascontiguousarray(arr.reshape(n, self.obs_dim), dtype=self.obs_dtype)
 
     cdef object _action_batch(self, object x, intp_t n):
-        arr = _real_array(x, "actions")
+        arr = _real_arr(x, "actions")
         ok = arr.shape == (n, self.act_dim) or arr.shape == (n * self.act_dim,)
         if not ok:
             raise ValueError(f"actions has shape {arr.shape}, expected ({n}, {self.act_dim})"
@@ -502,8 +475,8 @@ cdef class ReplayBuffer:
                           next_obs) except -1:
         """Check and convert one transition, then store it; returns its slot."""
         self._check_ready()
-        o = obs if _is_fast(obs, self._obs_typenum, self.obs_dim) else self._obs_arg(obs, "obs")
-        n = (next_obs if _is_fast(next_obs, self._obs_typenum, self.obs_dim)
+        o = obs if is_native_vec(obs, self._obs_typenum, self.obs_dim) else self._obs_arg(obs, "obs")
+        n = (next_obs if is_native_vec(next_obs, self._obs_typenum, self.obs_dim)
              else self._obs_arg(next_obs, "next_obs"))
         cdef float32_t a1
         cdef const float32_t* ap
@@ -512,7 +485,7 @@ cdef class ReplayBuffer:
             ap = &a1
             a = None
         else:
-            a = action if _is_fast(action, cnp.NPY_FLOAT, self.act_dim) else self._action_arg(action)
+            a = action if is_native_vec(action, cnp.NPY_FLOAT, self.act_dim) else self._action_arg(action)
             ap = <const float32_t*>cnp.PyArray_DATA(a)
         cdef double r = _reward(reward)
         cdef float32_t te = 1.0 if terminated else 0.0
@@ -567,7 +540,7 @@ cdef class ReplayBuffer:
         self._push_one(obs, action, reward, terminated, truncated, next_obs)
 
     cdef tuple _batch_args(self, obs, actions, rewards, terminated, truncated, next_obs):
-        rew = _real_array(rewards, "rewards").reshape(-1)
+        rew = _real_arr(rewards, "rewards").reshape(-1)
         cdef intp_t n = rew.shape[0]
         rew = np.ascontiguousarray(rew, dtype=np.float32)
         if n and not np.isfinite(rew).all():
@@ -678,14 +651,11 @@ cdef class ReplayBuffer:
                 "truncated": tr, "indices": idx}
 
     cdef intp_t _batch_size(self, object batch_size) except -1:
-        if type(batch_size) is not int:
-            batch_size = _positive_int(batch_size, "batch_size")
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be > 0, got {batch_size}")
+        cdef intp_t n = positive_int(batch_size, "batch_size")
         if self._live() == 0:
             raise ValueError(f"cannot sample from an empty {type(self).__name__}: push "
                              f"transitions first")
-        return batch_size
+        return n
 
     cdef rng_t* _stream(self, object seed, rng_t* local) except NULL:
         if seed is None:
@@ -856,7 +826,7 @@ cdef class PrioritizedReplayBuffer(ReplayBuffer):
 
     def __init__(self, capacity, obs_dim=None, act_dim=1, alpha=0.6, beta=0.4, eps=1e-6, *,
                  obs_shape=None, obs_dtype=np.float32, seed=None):
-        cdef intp_t cap = _positive_int(capacity, "capacity")
+        cdef intp_t cap = positive_int(capacity, "capacity")
         self.alpha = _nonneg(alpha, "alpha")
         self.beta = _unit(beta, "beta")
         self.eps = _nonneg(eps, "eps")
@@ -1086,10 +1056,10 @@ cdef cnp.ndarray _priorities(object priorities, intp_t n):
     """priorities -> a C-contiguous 1-D float64 or float32 array of n finite values >= 0 (the
     array itself when it already is one: TD errors from torch are usually float32)."""
     cdef cnp.ndarray pri
-    if _is_vec(priorities, cnp.NPY_DOUBLE) or _is_vec(priorities, cnp.NPY_FLOAT):
+    if is_native_vec(priorities, cnp.NPY_DOUBLE, -1) or is_native_vec(priorities, cnp.NPY_FLOAT, -1):
         pri = <cnp.ndarray>priorities
     else:
-        pri = np.ascontiguousarray(_real_array(priorities, "priorities").reshape(-1),
+        pri = np.ascontiguousarray(_real_arr(priorities, "priorities").reshape(-1),
                                    dtype=np.float64)
     if cnp.PyArray_DIM(pri, 0) != n:
         raise ValueError(f"got {cnp.PyArray_DIM(pri, 0)} priorities for {n} transitions")
@@ -1158,8 +1128,8 @@ cdef class MmapReplayBuffer(ReplayBuffer):
 
     def __init__(self, hot_capacity, total_capacity, obs_dim=None, act_dim=1, cold_path=None,
                  *, obs_shape=None, obs_dtype=np.float32, seed=None, resume=False):
-        cdef intp_t hot = _positive_int(hot_capacity, "hot_capacity")
-        cdef intp_t total = _positive_int(total_capacity, "total_capacity")
+        cdef intp_t hot = positive_int(hot_capacity, "hot_capacity")
+        cdef intp_t total = positive_int(total_capacity, "total_capacity")
         if total < hot:
             raise ValueError(f"total_capacity ({total}) must be >= hot_capacity ({hot})")
         if cold_path is None:
@@ -1445,8 +1415,8 @@ cdef class ExperienceTable:
     cdef float32_t* _pu
 
     def __init__(self, obs_dim, act_dim=1):
-        self.obs_dim = _positive_int(obs_dim, "obs_dim")
-        self.act_dim = _positive_int(act_dim, "act_dim")
+        self.obs_dim = positive_int(obs_dim, "obs_dim")
+        self.act_dim = positive_int(act_dim, "act_dim")
         self._n = 0
         self._alloc(1024)
 
@@ -1485,14 +1455,14 @@ cdef class ExperienceTable:
 
     def push(self, obs, action, reward, terminated, truncated=False):
         """Append one row: obs ``(obs_dim,)``, action ``(act_dim,)`` or a number."""
-        o = obs if _is_fast(obs, cnp.NPY_FLOAT, self.obs_dim) else _row(obs, "obs", self.obs_dim)
+        o = obs if is_native_vec(obs, cnp.NPY_FLOAT, self.obs_dim) else _row(obs, "obs", self.obs_dim)
         cdef float32_t a1
         cdef const float32_t* ap
         if self.act_dim == 1 and (type(action) is float or type(action) is int):
             a1 = <float32_t>(<double>action)
             ap = &a1
         else:
-            a = (action if _is_fast(action, cnp.NPY_FLOAT, self.act_dim)
+            a = (action if is_native_vec(action, cnp.NPY_FLOAT, self.act_dim)
                  else _row(action, "action", self.act_dim))
             ap = <const float32_t*>cnp.PyArray_DATA(a)
         cdef double r = _reward(reward)
@@ -1508,14 +1478,14 @@ cdef class ExperienceTable:
 
     def push_batch(self, obs, actions, rewards, terminated, truncated=None):
         """Append N rows: obs ``[N, obs_dim]`` (or flat), actions ``[N, act_dim]``, rest ``[N]``."""
-        rew = np.ascontiguousarray(_real_array(rewards, "rewards").reshape(-1), dtype=np.float32)
+        rew = np.ascontiguousarray(_real_arr(rewards, "rewards").reshape(-1), dtype=np.float32)
         cdef intp_t n = rew.shape[0]
         if n and not np.isfinite(rew).all():
             raise ValueError("rewards must be finite")
-        o = _real_array(obs, "obs")
+        o = _real_arr(obs, "obs")
         if o.size != n * self.obs_dim or not (o.ndim == 1 or o.shape == (n, self.obs_dim)):
             raise ValueError(f"obs has shape {o.shape}, expected ({n}, {self.obs_dim})")
-        a = _real_array(actions, "actions")
+        a = _real_arr(actions, "actions")
         if a.size != n * self.act_dim or not (a.ndim == 1 or a.shape == (n, self.act_dim)):
             raise ValueError(f"actions has shape {a.shape}, expected ({n}, {self.act_dim})")
         te = _flags(terminated, "terminated", n)
@@ -1564,7 +1534,7 @@ cdef class ExperienceTable:
 
 
 cdef object _row(object x, str name, intp_t size):
-    arr = _real_array(x, name)
+    arr = _real_arr(x, name)
     if arr.size != size or arr.ndim > 1:
         raise ValueError(f"{name} has shape {arr.shape}, expected ({size},)")
     return np.ascontiguousarray(arr.reshape(-1), dtype=np.float32)
@@ -1643,11 +1613,11 @@ def compute_nstep_targets(source, indices, n, gamma, stride=1):
         raise TypeError("compute_nstep_targets takes a ReplayBuffer, a PrioritizedReplayBuffer "
                         "or (rewards, terminated, truncated) arrays, not an MmapReplayBuffer "
                         "(its transitions live in two rings)")
-    n = _positive_int(n, "n")
+    n = positive_int(n, "n")
     cdef double g = float(gamma)
     if not isfinite(g) or g < 0.0 or g > 1.0:
         raise ValueError(f"gamma must be a number in [0, 1], got {gamma!r}")
-    cdef intp_t st = _positive_int(stride, "stride"), cap, newest, size, row_bytes
+    cdef intp_t st = positive_int(stride, "stride"), cap, newest, size, row_bytes
     cdef ReplayBuffer buf
     cdef const char* flags
     if isinstance(source, ReplayBuffer):
@@ -1674,7 +1644,7 @@ def compute_nstep_targets(source, indices, n, gamma, stride=1):
         else:
             raise TypeError(f"source must be a ReplayBuffer or (rewards, terminated, truncated), "
                             f"got {type(source).__name__}")
-        rew = _real_array(parts[0], "rewards").reshape(-1)
+        rew = _real_arr(parts[0], "rewards").reshape(-1)
         size = rew.shape[0]
         packed = np.empty((size, 3), dtype=np.float32)    # (reward, terminated, truncated) rows
         packed[:, 0] = rew

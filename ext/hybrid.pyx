@@ -16,7 +16,11 @@ from _rng cimport rng_t, rng_seed, rng_uniform, rng_normal
 from _types cimport int64_t
 from envs_core cimport (env_t, env_init, env_reset, env_obs_f64, env_step, env_obs_dim,
                         env_n_actions, ENV_MAX_OBS_DIM)
+from _checks cimport real_array
 import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
 
 include "_threads.pxi"
 
@@ -296,7 +300,7 @@ cdef class CompiledPolicy:
                 self.log_std[j] = ls[j]
 
     def _run(self, obs, bint sample):
-        o = np.ascontiguousarray(obs, dtype=np.float64)
+        o = real_array(obs, "obs", cnp.NPY_DOUBLE)
         if o.ndim != 2 or o.shape[1] != self.obs_dim:
             raise ValueError(f"obs has shape {o.shape}, expected (B, {self.obs_dim})")
         cdef intp_t n = o.shape[0]
@@ -307,7 +311,7 @@ cdef class CompiledPolicy:
         actions = np.empty((int(n), int(self.n_head if not self.discrete else 1)), dtype=np.float64)
         logp = np.empty(n, dtype=np.float64)
         work = np.empty(max(n, 1) * self.scratch, dtype=np.float64)
-        cdef float64_t[:, ::1] ov = o
+        cdef const float64_t[:, ::1] ov = o
         cdef float64_t[:, ::1] hv = head
         cdef float64_t[::1] vv = values, lv = logp, wv = work
         cdef float64_t[::1] av = actions.reshape(-1)

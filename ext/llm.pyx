@@ -8,6 +8,7 @@ from cython.parallel cimport prange
 from libc.math cimport sqrt, expm1, fabs, isfinite, INFINITY
 from libc.stdint cimport uint8_t, int64_t
 from _types cimport float64_t, float32_t, intp_t, floating_t
+from _checks cimport as_array, real_array, positive_int
 import numpy as np
 cimport numpy as cnp
 
@@ -51,33 +52,16 @@ cdef dict _REDUCTIONS = {"sum": 0, "mean": 1}
 
 
 # ------------------------------------------------------------------------------------ helpers
-cdef object _asarray(object x, str name):
-    """np.asarray(x) (NumPy arrays, lists, CPU torch tensors) with an error naming ``name``."""
-    if type(x) is np.ndarray:
-        return x
-    try:
-        return np.asarray(x)
-    except Exception as exc:   # e.g. a torch tensor that requires grad or lives on a GPU
-        raise TypeError(f"{name} could not be converted to a NumPy array ({exc}); pass a NumPy "
-                        f"array (for a torch tensor: t.detach().cpu().numpy())") from None
-
-
-cdef object _real(object x, str name, object dtype):
-    """x as a C-contiguous array of ``dtype``; any real dtype converts (a copy when it differs),
-    anything else (strings, complex, objects) raises TypeError naming the argument."""
-    arr = _asarray(x, name)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers (bool, int or float), got dtype "
-                        f"{arr.dtype}")
-    if arr.dtype != dtype or not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr, dtype=dtype)
-    return arr
+cdef inline object _real(object x, str name, object dtype):
+    """x as a native, aligned, C-contiguous array of ``dtype`` (float32/float64); any real dtype
+    converts (a copy when it differs), anything else raises TypeError naming the argument."""
+    return real_array(x, name, cnp.NPY_FLOAT if dtype is np.float32 else cnp.NPY_DOUBLE)
 
 
 cdef object _mask_array(object mask, tuple shape, tuple alt_shape):
     """mask as flat C-contiguous uint8 (nonzero = the token counts); its shape must be ``shape``
     or ``alt_shape`` (the same tokens as ``[B, T]`` when the log-probs are flat)."""
-    m = _asarray(mask, "mask")
+    m = as_array(mask, "mask")
     if m.shape != shape and m.shape != alt_shape:
         expected = f"{shape}" if alt_shape == shape else f"{shape} or {alt_shape}"
         raise ValueError(f"mask has shape {m.shape}, expected {expected} (the shape of log_p; "
@@ -87,14 +71,6 @@ cdef object _mask_array(object mask, tuple shape, tuple alt_shape):
     if m.dtype.kind not in "iuf":
         raise TypeError(f"mask has dtype {m.dtype}, expected bool, integer or float (0/1)")
     return np.ascontiguousarray(m != 0).reshape(-1).view(np.uint8)
-
-
-cdef intp_t _positive_int(object value, str name) except -1:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return value
 
 
 cdef int _reduction_code(object reduction) except -1:
@@ -162,11 +138,9 @@ cdef void _group_advantages(const floating_t *r, floating_t *out, intp_t n, intp
 
 
 cdef object _advantages(object rewards, object group_size, double eps, object scale):
-    arr = _asarray(rewards, "rewards")
-    if arr.dtype != np.float32:
-        arr = _real(arr, "rewards", np.float64)    # float32 stays float32, the rest float64
-    elif not arr.flags.c_contiguous:
-        arr = np.ascontiguousarray(arr)
+    arr = as_array(rewards, "rewards")
+    # float32 stays float32 (any byte order), the rest float64
+    arr = _real(arr, "rewards", np.float32 if arr.dtype.type is np.float32 else np.float64)
     if arr.ndim != 1:
         raise ValueError(f"rewards must be 1-D [n_prompts * group_size], got shape {arr.shape}; "
                          f"flatten a [n_prompts, group_size] matrix with .reshape(-1)")
@@ -179,7 +153,7 @@ cdef object _advantages(object rewards, object group_size, double eps, object sc
     if group_size is None:
         g = n if n > 0 else 1
     else:
-        g = _positive_int(group_size, "group_size")
+        g = positive_int(group_size, "group_size")
         if n % g != 0:
             raise ValueError(f"rewards has length {n}, which group_size={g} does not divide; "
                              f"the length must be n_prompts * group_size")
@@ -368,7 +342,7 @@ cdef object _batch(object log_p, object log_q, object seq_len, object mask, obje
     elif lp.ndim == 1:
         if seq_len is None:
             raise ValueError(f"seq_len is required for flat [B * T] log_p (got shape {lp.shape})")
-        T = _positive_int(seq_len, "seq_len")
+        T = positive_int(seq_len, "seq_len")
         if lp.shape[0] % T != 0:
             raise ValueError(f"log_p has length {lp.shape[0]}, which seq_len={T} does not "
                              f"divide; the length must be n_sequences * seq_len")
@@ -384,7 +358,7 @@ cdef object _batch(object log_p, object log_q, object seq_len, object mask, obje
         m = _mask_array(mask, lp.shape, (B, T))
         mp = <const uint8_t *>cnp.PyArray_DATA(<cnp.ndarray>m)
     if lengths is not None:
-        la = _asarray(lengths, "lengths")
+        la = as_array(lengths, "lengths")
         if la.dtype.kind not in "iu":
             raise TypeError(f"lengths has dtype {la.dtype}, expected an integer dtype")
         if la.shape != (B,):
@@ -574,14 +548,14 @@ def compute_token_kl_per_token(log_p, log_q, estimator="k3", mask=None, seq_len=
     est = _ESTIMATORS.get(estimator) if isinstance(estimator, str) else None
     if est is None:
         raise ValueError(f"estimator must be 'k1', 'k2' or 'k3', got {estimator!r}")
-    a_p, a_q = _asarray(log_p, "log_p"), _asarray(log_q, "log_q")
+    a_p, a_q = as_array(log_p, "log_p"), as_array(log_q, "log_q")
     dtype = np.float32 if a_p.dtype == np.float32 and a_q.dtype == np.float32 else np.float64
     lp, lq = _pair(a_p, a_q, dtype)
     if lp.ndim > 2:
         raise ValueError(f"log_p must be [T], [B * T] or [B, T], got shape {lp.shape}")
     shape = lp.shape
     if seq_len is not None:
-        T = _positive_int(seq_len, "seq_len")
+        T = positive_int(seq_len, "seq_len")
         if lp.ndim == 2 and T != lp.shape[1]:
             raise ValueError(f"seq_len={T} but log_p has shape {lp.shape}; for 2-D [B, T] "
                              f"input seq_len must be T or None")

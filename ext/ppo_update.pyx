@@ -35,7 +35,11 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from scipy.linalg.cython_blas cimport sgemm
 from _types cimport float32_t, int64_t, intp_t
+from _checks cimport exact_array
 import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
 
 cdef extern from "rlox_ppo.h" nogil:
     void rlox_bias_act_f32(float* y, const float* b, int64_t rows, int64_t cols, int apply_tanh)
@@ -177,15 +181,11 @@ def _array(x, str name, dtype, tuple shape):
     """``x`` as a C-contiguous NumPy array of ``dtype`` and ``shape`` (None: any length), or a
     clear error. Dtypes are checked, never converted: a silent conversion would copy the batch
     on every call."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name} must be a NumPy array, got {type(x).__name__}; pass tensor.numpy()")
-    if x.dtype != dtype:
-        raise TypeError(f"{name} has dtype {x.dtype}, expected {np.dtype(dtype)}; convert it once "
-                        f"with .astype(np.{np.dtype(dtype)})")
+    x = exact_array(x, name, np.dtype(dtype).num)
     want = "(" + ", ".join("n" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
     if x.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, x.shape)):
         raise ValueError(f"{name} has shape {x.shape}, expected {want}")
-    return np.ascontiguousarray(x)
+    return x
 
 
 # ----------------------------------------------------------------------------- the kernel

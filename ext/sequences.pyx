@@ -8,6 +8,7 @@ from libc.stdlib cimport malloc, free, qsort
 from libc.string cimport memcpy
 from libc.stdint cimport int64_t
 from _types cimport token_t, intp_t
+from _checks cimport positive_int
 import numpy as np
 cimport numpy as cnp
 
@@ -63,14 +64,6 @@ cdef object _tokens(object x, str name, Py_ssize_t index=-1):
 cdef object _frozen(object arr):
     arr.flags.writeable = False
     return arr
-
-
-cdef intp_t _positive_int(object value, str name) except -1:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return value
 
 
 # --------------------------------------------------------------------------------- DPOPair
@@ -479,7 +472,7 @@ def pack_sequences(sequences, max_length, truncate=False, pad_id=0):
           empty sequence, which takes no space.
         * ``lengths`` ``[n]`` int64: tokens packed per sequence (after truncation).
     """
-    cdef intp_t L = _positive_int(max_length, "max_length")
+    cdef intp_t L = positive_int(max_length, "max_length")
     if isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)):
         raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__} {pad_id!r}")
     if not -(1 << 63) <= pad_id < (1 << 63):

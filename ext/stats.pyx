@@ -5,6 +5,7 @@
 from libc.math cimport sqrt, isfinite
 from libc.stdint cimport int64_t
 from _types cimport float32_t, float64_t
+from _checks cimport real_array
 import numpy as np
 cimport numpy as cnp
 
@@ -13,11 +14,8 @@ cnp.import_array()
 include "_threads.pxi"
 
 
-cdef object _real(object x, str name):
-    arr = np.asarray(x)
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    return np.ascontiguousarray(arr, dtype=np.float64)
+cdef inline object _real(object x, str name):
+    return real_array(x, name, cnp.NPY_DOUBLE)
 
 
 cdef class RunningStats:

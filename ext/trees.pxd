@@ -25,8 +25,9 @@ cdef extern from *:
     # GCC/Clang builtin: start loading a cache line (rw=1: for writing) without waiting for it
     void __builtin_prefetch(const void* addr, int rw, int locality) nogil
 
-DEF TREE_MAX_LEVELS = 24   # 8^23 leaves: more than any address space
-DEF TREE_CHUNK = 256       # batched updates recompute ancestors in chunks of this many leaves
+cdef enum:
+    TREE_MAX_LEVELS = 24   # 8^23 leaves: more than any address space
+    TREE_CHUNK = 256       # batched updates recompute ancestors in chunks of this many leaves
 
 
 cdef struct tree_t:
@@ -235,7 +236,8 @@ cdef inline intp_t tree_find(const tree_t* t, float64_t mass) noexcept nogil:
     return j
 
 
-DEF FIND_GROUP = 16
+cdef enum:
+    FIND_GROUP = 16
 
 
 cdef inline void tree_find_many(const tree_t* t, const float64_t* masses, int64_t* out,

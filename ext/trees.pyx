@@ -6,6 +6,7 @@ from cython.parallel cimport prange
 from libc.math cimport isfinite, INFINITY
 from _types cimport float64_t, int64_t, intp_t, uint64_t
 from _rng cimport rng_t, rng_seed
+from _checks cimport as_array, check_real, positive_int, real_array
 from trees cimport (tree_t, tree_alloc, tree_free, tree_clear, tree_unset, tree_set_many,
                     tree_leaf, tree_total, tree_min, tree_find_many, tree_stratified_masses)
 import numpy as np
@@ -16,7 +17,8 @@ cnp.import_array()
 include "_threads.pxi"
 
 # Below this many queries a batched find runs serially (a fork/join costs microseconds).
-DEF PARALLEL_MIN_QUERIES = 4096
+cdef enum:
+    PARALLEL_MIN_QUERIES = 4096
 
 
 cdef void _find_many(const tree_t* t, const float64_t* masses, int64_t* out, intp_t n,
@@ -50,9 +52,7 @@ cdef class SumMinTree:
     def __cinit__(self, capacity):
         self._tree.block = NULL
         self._tree.data = NULL
-        if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity <= 0:
-            raise ValueError(f"capacity must be a positive int, got {capacity!r}")
-        if tree_alloc(&self._tree, capacity) != 0:
+        if tree_alloc(&self._tree, positive_int(capacity, "capacity")) != 0:
             raise MemoryError(f"cannot allocate a tree of {capacity} leaves")
 
     def __dealloc__(self):
@@ -67,10 +67,10 @@ cdef class SumMinTree:
         return self._tree.capacity
 
     cdef cnp.ndarray _indices(self, indices):
-        idx = np.asarray(indices)
+        idx = as_array(indices, "indices")
         if idx.dtype.kind not in "iu":
             raise TypeError(f"indices must be integers, got dtype {idx.dtype}")
-        idx = np.ascontiguousarray(idx.reshape(-1), dtype=np.int64)
+        idx = real_array(idx.reshape(-1), "indices", cnp.NPY_INT64)
         if idx.size and (idx.min() < 0 or idx.max() >= self._tree.capacity):
             bad = idx[(idx < 0) | (idx >= self._tree.capacity)][0]
             raise IndexError(f"index {bad} out of range for a tree of capacity "
@@ -80,13 +80,11 @@ cdef class SumMinTree:
     def update(self, indices, values):
         """Set leaves ``indices`` to ``values`` (finite, >= 0); a scalar value is broadcast."""
         cdef cnp.ndarray idx = self._indices(indices)
-        val = np.asarray(values)
-        if val.dtype.kind not in "biuf":
-            raise TypeError(f"values must be real numbers, got dtype {val.dtype}")
+        val = check_real(as_array(values, "values"), "values")
         if val.ndim == 0:
             val = np.full(idx.shape[0], val, dtype=np.float64)
         else:
-            val = np.ascontiguousarray(val.reshape(-1), dtype=np.float64)
+            val = real_array(val.reshape(-1), "values", cnp.NPY_DOUBLE)
         if val.shape[0] != idx.shape[0]:
             raise ValueError(f"got {idx.shape[0]} indices but {val.shape[0]} values")
         if val.size and not (np.isfinite(val).all() and (val >= 0).all()):
@@ -135,10 +133,8 @@ cdef class SumMinTree:
 
         One call answers the whole batch without the GIL (threads split queries above 4,096).
         """
-        m = np.asarray(masses)
-        if m.dtype.kind not in "biuf":
-            raise TypeError(f"masses must be real numbers, got dtype {m.dtype}")
-        m = np.ascontiguousarray(m.reshape(-1), dtype=np.float64)
+        m = real_array(check_real(as_array(masses, "masses"), "masses").reshape(-1), "masses",
+                       cnp.NPY_DOUBLE)
         cdef double total = tree_total(&self._tree)
         if total <= 0.0:
             raise ValueError("find on a tree whose total is 0: set some leaves > 0 first")
@@ -155,14 +151,11 @@ cdef class SumMinTree:
 
     def sample_stratified(self, batch_size, seed):
         """``batch_size`` leaves, one uniform mass per equal segment of the total (int64)."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
-                or batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+        cdef intp_t n = positive_int(batch_size, "batch_size")
         if tree_total(&self._tree) <= 0.0:
             raise ValueError("sampling a tree whose total is 0: set some leaves > 0 first")
         cdef rng_t rng
         rng_seed(&rng, <uint64_t>(int(seed) & 0xFFFFFFFFFFFFFFFF))
-        cdef intp_t n = batch_size
         masses = np.empty(n, dtype=np.float64)
         out = np.empty(n, dtype=np.int64)
         cdef float64_t* mp = <float64_t*>cnp.PyArray_DATA(masses)

@@ -138,7 +138,7 @@ def test_gae_matches_torchrl():
     (lambda: rlox.compute_gae_batched(np.ones(10), np.ones(10), np.zeros(10), np.zeros(3), 5, 0.9, 0.9),
      "last_values has length 3, expected n_envs = 10 // 5 = 2"),
     (lambda: rlox.compute_gae_batched(np.ones(10), np.ones(10), np.zeros(10), np.zeros(2), 0, 0.9, 0.9),
-     "n_steps must be a positive int"),
+     "n_steps must be >= 1, got 0"),
     (lambda: rlox.compute_gae_batched_f32(np.ones(4), np.ones(5), np.zeros(4), np.zeros(1), 4, 0.9, 0.9),
      "same shape"),
     (lambda: rlox.compute_vtrace(np.zeros(3), np.ones(3), np.ones(3), np.zeros(3), 0.0, 0.99, 0.0, 1.0),

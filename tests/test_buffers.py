@@ -243,11 +243,11 @@ def test_load_rejects_other_files(tmp_path):
 
 
 def test_bad_input_messages():
-    with pytest.raises(ValueError, match="capacity must be > 0"):
+    with pytest.raises(ValueError, match="capacity must be >= 1, got 0"):
         rlox.ReplayBuffer(0, obs_dim=4)
     with pytest.raises(TypeError, match="capacity must be an int"):
         rlox.ReplayBuffer(2.5, obs_dim=4)
-    with pytest.raises(ValueError, match="act_dim must be > 0"):
+    with pytest.raises(ValueError, match="act_dim must be >= 1"):
         rlox.ReplayBuffer(4, obs_dim=4, act_dim=0)
     with pytest.raises(TypeError, match="obs_dtype"):
         rlox.ReplayBuffer(4, obs_dim=4, obs_dtype=np.int32)
@@ -273,7 +273,7 @@ def test_bad_input_messages():
     assert len(buf) == 0                              # nothing half-written
     buf.push(**ok)
     for bad in (0, -3):
-        with pytest.raises(ValueError, match="batch_size must be > 0"):
+        with pytest.raises(ValueError, match="batch_size must be >= 1"):
             buf.sample(bad)
     with pytest.raises(TypeError, match="batch_size must be an int"):
         buf.sample(2.0)
@@ -350,7 +350,7 @@ def test_tree_errors_and_reset():
         t.update([0], [np.nan])
     with pytest.raises(ValueError, match="must lie in"):
         t.find([7.0])
-    with pytest.raises(ValueError, match="capacity must be a positive int"):
+    with pytest.raises(ValueError, match="capacity must be >= 1, got 0"):
         rlox.SumMinTree(0)
 
 
@@ -574,7 +574,7 @@ def test_nstep_bad_input():
     buf.push([0], 0.0, 1.0, False, False, [1])
     with pytest.raises(IndexError, match="index 1 out of range"):
         rlox.compute_nstep_targets(buf, [1], 3, 0.9)
-    with pytest.raises(ValueError, match="n must be > 0"):
+    with pytest.raises(ValueError, match="n must be >= 1"):
         rlox.compute_nstep_targets(buf, [0], 0, 0.9)
     with pytest.raises(ValueError, match="gamma must be a number in"):
         rlox.compute_nstep_targets(buf, [0], 3, 1.5)
