@@ -244,7 +244,7 @@ def compute_vtrace(log_rhos, rewards, values, dones, bootstrap_value, gamma, rho
     if not isfinite(bv):
         raise ValueError(f"bootstrap_value must be finite, got {bv}")
     arrays = [np.asarray(a) for a in (log_rhos, rewards, values, dones)]
-    all_f32 = all(a.dtype == np.float32 for a in arrays)
+    all_f32 = all(a.dtype.type is np.float32 for a in arrays)   # any byte order
     dtype = np.float32 if all_f32 else np.float64
     names = ("log_rhos", "rewards", "values", "dones")
     lr, r, v, d = [_flat(_real(a, nm, dtype), nm) for a, nm in zip(arrays, names)]

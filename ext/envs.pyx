@@ -1,5 +1,6 @@
 # Native classic-control envs: a single-env core and a vector-env core over envs_core.pxd.
 # The public classes (rlox.CartPole, rlox.VecEnv, ...) subclass these in rlox/envs.py.
+from _checks cimport is_native, positive_int, real_array
 cimport numpy as cnp
 from cython.parallel cimport prange
 from libc.math cimport isnan
@@ -265,10 +266,7 @@ cdef class VecCore:
 
     def __init__(self, int kind, n, seed, max_episode_steps, float64_t g=10.0, bint book=True,
                  bint reuse_buffers=False):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-            raise TypeError(f"n must be an int >= 1, got {n!r} ({type(n).__name__})")
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
+        positive_int(n, "n")
         if kind < 0 or kind >= ENV_N_KINDS:
             raise ValueError(f"unknown env kind {kind}")
         _check_max_steps(max_episode_steps)
@@ -358,10 +356,10 @@ cdef class VecCore:
         if arr.ndim != 1 or arr.shape[0] != n:
             raise ValueError(f"actions has shape {np.shape(arr)} but the VecEnv has {n} envs of "
                              f"{_NAMES[self.kind]}; expected ({n},)")
-        if arr.dtype != np.int64 or not arr.flags.c_contiguous:
+        if not is_native(arr, cnp.NPY_INT64):
             if arr.dtype.kind == "u" and arr.size and arr.max() > 2**62:
                 raise ValueError(f"actions hold {arr.max()}, out of range [0, {na})")
-            arr = np.ascontiguousarray(arr, dtype=np.int64)
+            arr = real_array(arr, "actions", cnp.NPY_INT64)
         p = <const int64_t*>cnp.PyArray_DATA(arr)
         for i in range(n):
             if p[i] < 0 or p[i] >= na:
@@ -377,7 +375,7 @@ cdef class VecCore:
         cdef const float32_t* p
         cdef int64_t i, n = self.num_envs, bad = -1
         try:
-            arr = np.ascontiguousarray(actions, dtype=np.float32)
+            arr = real_array(actions, "actions", cnp.NPY_FLOAT)
         except (TypeError, ValueError):
             raise TypeError(f"actions for {_NAMES[self.kind]} must be floats, shape ({n},) or "
                             f"({n}, 1), got {type(actions).__name__}") from None

@@ -549,7 +549,7 @@ def compute_token_kl_per_token(log_p, log_q, estimator="k3", mask=None, seq_len=
     if est is None:
         raise ValueError(f"estimator must be 'k1', 'k2' or 'k3', got {estimator!r}")
     a_p, a_q = as_array(log_p, "log_p"), as_array(log_q, "log_q")
-    dtype = np.float32 if a_p.dtype == np.float32 and a_q.dtype == np.float32 else np.float64
+    dtype = np.float32 if a_p.dtype.type is np.float32 and a_q.dtype.type is np.float32 else np.float64
     lp, lq = _pair(a_p, a_q, dtype)
     if lp.ndim > 2:
         raise ValueError(f"log_p must be [T], [B * T] or [B, T], got shape {lp.shape}")
