@@ -326,6 +326,8 @@ def _separate_env(env: Any) -> Any:
     rebuilt from its spec, or deep-copied), so evaluation never steps the training env."""
     if env is None or isinstance(env, str):
         return env
+    if isinstance(env, (list, tuple)) and env and callable(env[0]):
+        return env[0]()        # factories (the training env's): one fresh env from the first
     spec = getattr(env, "spec", None)
     if spec is not None:
         import gymnasium as gym

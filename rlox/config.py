@@ -16,10 +16,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import types
 import typing
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Mapping, TypeVar
+
+import numpy as np
 
 from rlox.errors import RloxWarning
 
@@ -72,7 +75,7 @@ class ConfigBase:
         value = getattr(self, f.name)
         m = f.metadata
         if value is None:
-            if m.get("optional"):
+            if m.get("optional") or _accepts(hint, None):
                 return
             raise ValueError(f"{type(self).__name__}.{f.name} must not be None")
         if typing.get_origin(hint) is Literal:
@@ -84,6 +87,18 @@ class ConfigBase:
         if f.name == "hidden":
             object.__setattr__(self, f.name, _check_hidden(value, type(self).__name__))
             return
+        if isinstance(value, (np.generic, float)) and _accepts(hint, 1) and not _accepts(hint, 0.5) \
+                and float(value).is_integer():
+            value = int(value)                  # 128.0 or np.int64(128) for an int field
+            object.__setattr__(self, f.name, value)
+        elif isinstance(value, np.generic):
+            value = value.item()                # NumPy scalars stored as Python numbers (JSON)
+            object.__setattr__(self, f.name, value)
+        if not _accepts(hint, value):
+            hint_text = f"; pass the number {value}, not the string {value!r}" if (
+                isinstance(value, str) and _is_number_text(value)) else ""
+            raise ValueError(f"{type(self).__name__}.{f.name} must be {_type_text(hint)}, got "
+                             f"{type(value).__name__} {value!r}{hint_text}")
         if isinstance(f.default, bool) and not isinstance(value, bool):
             raise ValueError(f"{type(self).__name__}.{f.name} must be True or False, got {value!r}")
         if not any(m.get(k) is not None for k in ("gt", "ge", "lt", "le")):
@@ -151,6 +166,57 @@ class ConfigBase:
     def help(cls) -> dict[str, str]:
         """Field name -> one-line help."""
         return {f.name: f.metadata.get("help", "") for f in dataclasses.fields(cls)}
+
+
+def _accepts(hint: Any, value: Any) -> bool:
+    """Whether ``value`` fits the annotation ``hint``: bool, int, float, str, Literal, None, their
+    unions, and the outer type of list/tuple/dict; any other annotation accepts anything."""
+    if hint is None or hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return value in typing.get_args(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_accepts(arm, value) for arm in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if value is None:
+        return False
+    if hint is bool:
+        return isinstance(value, (bool, np.bool_))
+    if hint is int:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint in (list, tuple) or origin in (list, tuple):
+        return isinstance(value, (list, tuple))
+    if hint is dict or origin is dict:
+        return isinstance(value, Mapping)
+    return True
+
+
+def _type_text(hint: Any) -> str:
+    """'a float', 'an int or None', "'auto' or a float" ... for messages."""
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in typing.get_args(hint))
+    if origin is typing.Union or origin is types.UnionType:
+        return " or ".join(_type_text(arm) for arm in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    names = {bool: "True or False", int: "an integer", float: "a float (a real number)", str: "a string",
+             list: "a list", tuple: "a list", dict: "a mapping"}
+    return names.get(hint, names.get(origin, getattr(hint, "__name__", str(hint))))
+
+
+def _is_number_text(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _plain(v: Any) -> Any:
@@ -314,13 +380,31 @@ class SACConfig(_OffPolicyConfig):
 
     algorithm: ClassVar[str] = "sac"
     auto_entropy: bool = _f(True, "tune the temperature alpha towards target_entropy")
-    ent_coef: float = _f(1.0, "initial (or fixed, if auto_entropy is False) temperature alpha", gt=0)
-    target_entropy: float | None = _f(None, "entropy target (None: -act_dim)", optional=True)
+    ent_coef: float | str = _f(1.0, "initial (or fixed, if auto_entropy is False) temperature alpha; "
+                               "SB3's 'auto' / 'auto_0.1' mean tuned from 1.0 / 0.1", gt=0)
+    target_entropy: float | Literal["auto"] | None = _f(None, "entropy target (None or 'auto': -act_dim)",
+                                                        optional=True)
     target_update_interval: int = _f(1, "gradient steps between target updates", ge=1)
     use_sde: bool = _f(False, "generalized state-dependent exploration (gSDE, Raffin et al., 2022)")
     sde_sample_freq: int = _f(-1, "gSDE: resample the exploration matrix every this many steps "
                               "(-1: once per collection phase)", ge=-1)
     log_std_init: float = _f(-3.0, "gSDE: initial log std of the exploration matrix")
+
+    def __post_init__(self) -> None:
+        # SB3's spellings: ent_coef="auto" / "auto_0.1" (tuned, starting at 1.0 / 0.1) and
+        # target_entropy="auto" (-act_dim) become this config's auto_entropy / ent_coef / None.
+        if isinstance(self.ent_coef, str):
+            text = self.ent_coef
+            if text != "auto" and not (text.startswith("auto_") and _is_number_text(text[5:])):
+                raise ValueError(f"SACConfig.ent_coef = {text!r} is not understood; expected a float "
+                                 f"> 0, 'auto' or 'auto_<initial value>' such as 'auto_0.1'")
+            if not self.auto_entropy:
+                raise ValueError(f"SACConfig.ent_coef = {text!r} asks for a tuned temperature but "
+                                 f"auto_entropy=False; pass a float ent_coef for a fixed one")
+            object.__setattr__(self, "ent_coef", 1.0 if text == "auto" else float(text[5:]))
+        if isinstance(self.target_entropy, str) and self.target_entropy == "auto":
+            object.__setattr__(self, "target_entropy", None)
+        super().__post_init__()
 
 
 @dataclass

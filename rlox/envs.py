@@ -17,6 +17,8 @@ picks the native ``VecEnv`` when the id is native and ``GymVecEnv`` otherwise.
 """
 from __future__ import annotations
 
+import copy
+
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -245,7 +247,7 @@ def _env_fns(env_id_or_fns, n_envs: int | None, kwargs: dict) -> list[Callable[[
         raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
     if isinstance(env_id_or_fns, gym.Env):
         if env_id_or_fns.spec is None:
-            raise ValueError("the gymnasium env has no spec; pass a list of env factories instead")
+            return _instance_fns(env_id_or_fns, int(n_envs))
         target = env_id_or_fns.spec
     elif isinstance(env_id_or_fns, (str, gym.envs.registration.EnvSpec)):
         target = env_id_or_fns
@@ -253,6 +255,24 @@ def _env_fns(env_id_or_fns, n_envs: int | None, kwargs: dict) -> list[Callable[[
         raise TypeError("env_id_or_fns must be a gymnasium id, an EnvSpec, a gymnasium env or a "
                         f"list of env factories, got {type(env_id_or_fns).__name__}")
     return [lambda: gym.make(target, **kwargs) for _ in range(int(n_envs))]
+
+
+def _instance_fns(env: gym.Env, n_envs: int) -> list[Callable[[], gym.Env]]:
+    """Factories for an env instance that was never registered (no spec), as SB3 takes one:
+    env 0 is the instance itself, envs 1 .. n_envs - 1 are deep copies of it."""
+    copies = [env]
+    for _ in range(n_envs - 1):
+        try:
+            copies.append(copy.deepcopy(env))
+        except Exception as exc:
+            name = type(env.unwrapped).__name__
+            raise ValueError(
+                f"n_envs = {n_envs} needs {n_envs} copies of the {name} instance, which has no "
+                f"gymnasium spec and cannot be deep-copied ({type(exc).__name__}: {exc}); pass "
+                f"n_envs=1, a list of {n_envs} factories ([lambda: {name}(...) for _ in "
+                f"range({n_envs})]), or register it with gymnasium.register(id=..., "
+                f"entry_point=...) and pass the id") from None
+    return [lambda e=e: e for e in copies]
 
 
 class GymVecEnv:
@@ -385,9 +405,18 @@ def _unknown_env_message(env_id: str) -> str:
 
 
 def env_label(env) -> str:
-    """A string naming ``env`` for checkpoints and messages: the id, or a gymnasium env's spec id."""
+    """A string naming ``env`` for checkpoints and messages: the id, a gymnasium env's spec id, or
+    the class name of an unregistered env (for a list of factories: of the first one, when it is
+    an env class or an env)."""
     if isinstance(env, str):
         return env
+    if isinstance(env, (list, tuple)) and env:
+        first = env[0]
+        if isinstance(first, type) or isinstance(first, gym.Env):
+            return env_label(first) if isinstance(first, gym.Env) else first.__name__
+        return "custom env (list of factories)"
+    if isinstance(env, type):
+        return env.__name__
     spec = getattr(env, "spec", None)
     if spec is not None and getattr(spec, "id", None):
         return spec.id

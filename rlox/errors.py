@@ -3,7 +3,3 @@
 
 class RloxWarning(UserWarning):
     """Base category for every warning rlox emits (tests turn these into errors)."""
-
-
-class BuildWarning(RloxWarning):
-    """The compiled kernels were built without a feature (e.g. OpenMP)."""

@@ -1,6 +1,7 @@
 """rlox.config: defaults, validation messages, from_dict / merge / to_dict."""
 import dataclasses
 
+import numpy as np
 import pytest
 
 from rlox.config import (A2CConfig, CONFIGS, ConfigWarning, DQNConfig, PPOConfig, SACConfig,
@@ -70,3 +71,38 @@ def test_other_algorithm_defaults():
     assert SACConfig().auto_entropy and TD3Config().policy_delay == 2
     assert DQNConfig().exploration_final_eps == 0.05
     assert PPOConfig().to_dict()["hidden"] == 64 and PPOConfig(hidden=[32, 16]).to_dict()["hidden"] == [32, 16]
+
+
+# ---------------------------------------------------------------- types from the annotations
+@pytest.mark.parametrize("cls, kwargs, match", [
+    (PPOConfig, {"max_grad_norm": "0.5"},
+     r"PPOConfig.max_grad_norm must be a float \(a real number\), got str '0.5'; pass the number 0.5"),
+    (PPOConfig, {"log_std_init": "x"}, r"PPOConfig.log_std_init must be a float .*, got str 'x'$"),
+    (PPOConfig, {"anneal_lr": 1}, r"PPOConfig.anneal_lr must be True or False, got int 1"),
+    (PPOConfig, {"activation": "elu"}, r"PPOConfig.activation = 'elu' is not allowed; expected one of 'tanh', 'relu'"),
+    (SACConfig, {"target_entropy": "x"}, r"SACConfig.target_entropy must be a float .* or 'auto' or None, got str 'x'"),
+    (SACConfig, {"ent_coef": "autox"}, r"SACConfig.ent_coef = 'autox' is not understood"),
+    (SACConfig, {"ent_coef": "auto", "auto_entropy": False}, r"auto_entropy=False"),
+])
+def test_fields_are_checked_against_their_annotations(cls, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        cls(**kwargs)
+
+
+def test_ppo_names_the_field_even_without_the_compiled_update():
+    from rlox.algorithms import PPO
+
+    with pytest.raises(ValueError, match="PPOConfig.max_grad_norm must be a float"):
+        PPO("CartPole-v1", max_grad_norm="0.5", compiled_update=False)
+
+
+def test_sb3_auto_spellings_for_sac():
+    cfg = SACConfig(target_entropy="auto", ent_coef="auto")
+    assert (cfg.target_entropy, cfg.ent_coef, cfg.auto_entropy) == (None, 1.0, True)
+    assert SACConfig(ent_coef="auto_0.1").ent_coef == 0.1
+    assert SACConfig(target_entropy=-2).target_entropy == -2
+
+
+def test_numpy_scalars_and_integral_floats_become_python_numbers():
+    cfg = PPOConfig(n_steps=np.int64(64), learning_rate=np.float32(0.5), n_envs=4.0)
+    assert (type(cfg.n_steps), type(cfg.learning_rate), type(cfg.n_envs)) == (int, float, int)

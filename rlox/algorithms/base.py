@@ -52,6 +52,27 @@ def adam(params: Any, lr: float, eps: float = 1e-8) -> torch.optim.Adam:
     except (RuntimeError, TypeError):
         return torch.optim.Adam(params, lr=lr, eps=eps)
 
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``device`` as a torch.device that this torch can use, or a ValueError saying why not."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a torch device ({exc}); pass 'cpu', 'cuda' or "
+                         f"'cuda:0'") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        raise ValueError(f"device={device!r} but this torch {torch.__version__} ({build}) sees no CUDA "
+                         f"device; pass device='cpu', or install a CUDA build of torch on a machine "
+                         f"with an NVIDIA GPU")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r} but only {torch.cuda.device_count()} CUDA device(s) are "
+                         f"visible (indices 0 .. {torch.cuda.device_count() - 1})")
+    if dev.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ValueError(f"device={device!r} but MPS is not available in this torch/machine; pass "
+                         f"device='cpu'")
+    return dev
+
+
 def to_torch_tree(obj: Any) -> Any:
     """NumPy arrays (and scalars) inside dicts/lists -> tensors, so ``weights_only`` loads them."""
     if isinstance(obj, np.ndarray):
@@ -89,6 +110,22 @@ def _env_kwargs(env: Any) -> dict[str, Any] | None:
     return kwargs
 
 
+def _resolvable(env_id: Any) -> bool:
+    """Whether a checkpoint's env label can be built again (native, gymnasium or registered)."""
+    from rlox.envs import is_native
+    from rlox.plugins import ENV_REGISTRY
+
+    if not isinstance(env_id, str):
+        return False
+    if is_native(env_id) or env_id in gym.registry or ":" in env_id or env_id in ENV_REGISTRY:
+        return True
+    try:
+        gym.spec(env_id)       # versionless and namespaced ids
+    except Exception:
+        return False
+    return True
+
+
 class Algorithm(abc.ABC):
     """Base of the rlox algorithms.
 
@@ -112,7 +149,7 @@ class Algorithm(abc.ABC):
         self.config = self.config_class.from_kwargs(type(self).__name__, config)
         self.env_id = env_id
         self.seed = int(seed)
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.callbacks = CallbackList(callbacks)
         self.logger = logger
         # Counters (saved with the model).
@@ -378,7 +415,7 @@ class Algorithm(abc.ABC):
             "format": CHECKPOINT_FORMAT,
             "version": CHECKPOINT_VERSION,
             "algorithm": self.name,
-            "env_id": env_label(self.env_id),
+            "env_id": self.env_name,
             "env_kwargs": _env_kwargs(self.env_id),
             "seed": self.seed,
             "config": self.config.to_dict(),
@@ -413,6 +450,11 @@ class Algorithm(abc.ABC):
                                   f"load it with that algorithm")
         if env_id is None:
             env_id = ckpt["env_id"]
+            if not _resolvable(env_id):
+                raise CheckpointError(
+                    f"{str(path)!r} was trained on {env_id!r}, which is neither a gymnasium id nor "
+                    f"an rlox.plugins.ENV_REGISTRY name (a custom env instance or factories); pass the "
+                    f"env: {cls.__name__}.load(path, env_id={env_id}(...)) or a registered id")
             if ckpt.get("env_kwargs"):
                 env_id = gym.make(env_id, **ckpt["env_kwargs"])
         algo = cls(env_id, seed=int(ckpt["seed"]), device=device, callbacks=callbacks, logger=logger,
@@ -433,5 +475,15 @@ class Algorithm(abc.ABC):
         self._set_rng_state(ckpt["rng"])
         self._load_state_dict(ckpt["state"])
 
+    @property
+    def env_name(self) -> str:
+        """The env's label for checkpoints and messages: its id, or for an unregistered env (an
+        instance or factories) the name of the env the collector built."""
+        label = env_label(self.env_id)
+        built = getattr(getattr(getattr(self, "collector", None), "env", None), "env_id", None)
+        if not isinstance(self.env_id, str) and isinstance(built, str) and built:
+            return built if getattr(self.env_id, "spec", None) is None else label
+        return label
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(env_id={env_label(self.env_id)!r}, seed={self.seed})"
+        return f"{type(self).__name__}(env_id={self.env_name!r}, seed={self.seed})"

@@ -1,0 +1,100 @@
+"""An unregistered gymnasium env instance (no spec) trains, saves, loads and evaluates, as in SB3;
+a device this torch cannot use is a clear error."""
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from rlox.algorithms import PPO, SAC
+from rlox.callbacks import EvalCallback
+from rlox.checkpointing import CheckpointError
+from rlox.envs import make_vec_env
+
+
+class Corridor(gym.Env):
+    """Reward 1 for action 1, 10 steps; never registered with gymnasium."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.full(2, self.t / 10, np.float32), float(action), False, self.t >= 10, {}
+
+
+class Slider(Corridor):
+    action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def step(self, action):
+        obs, _, term, trunc, info = super().step(1)
+        return obs, -float(np.square(action).sum()), term, trunc, info
+
+
+@pytest.mark.parametrize("n_envs", [1, 3])
+def test_unregistered_instance_trains_saves_loads_and_evaluates(tmp_path, n_envs):
+    env = Corridor()
+    assert env.spec is None
+    evals = EvalCallback(eval_freq=16 * n_envs, n_eval_episodes=2)
+    model = PPO(env, n_envs=n_envs, n_steps=16, callbacks=[evals])
+    model.train(32 * n_envs)
+    assert evals.last_mean_reward is not None and evals.last_mean_reward >= 0
+    path = tmp_path / "corridor.pt"
+    model.save(path)
+    assert torch.load(path, weights_only=True)["env_id"] == "Corridor"
+    with pytest.raises(CheckpointError, match=r"trained on 'Corridor', which is neither a gymnasium id.*"
+                                              r"PPO.load\(path, env_id=Corridor\(...\)\)"):
+        PPO.load(path)
+    loaded = PPO.load(path, env_id=Corridor())
+    obs = np.random.default_rng(0).uniform(-1, 1, (4, 2)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True),
+                                  model.predict(obs, deterministic=True))
+
+
+def test_instances_are_copied_per_env():
+    env = Corridor()
+    venv = make_vec_env(env, 3, seed=0)
+    inner = [e.unwrapped for e in venv.envs.envs]
+    assert inner[0] is env and len({id(e) for e in inner}) == 3
+
+
+def test_an_instance_that_cannot_be_copied_says_what_to_pass():
+    env = Corridor()
+    env.lock = __import__("threading").Lock()
+    assert make_vec_env(env, 1).num_envs == 1          # one env: the instance itself, no copy
+    with pytest.raises(ValueError, match=r"n_envs = 2 needs 2 copies of the Corridor instance.*"
+                                         r"\[lambda: Corridor\(...\) for _ in range\(2\)\]"):
+        make_vec_env(env, 2)
+
+
+def test_factories_get_a_real_label_and_evaluate():
+    model = PPO([Corridor, Corridor], n_envs=2, n_steps=8,
+                callbacks=[EvalCallback(eval_freq=16, n_eval_episodes=1)])
+    model.train(16)
+    assert model.env_name == "Corridor" and repr(model) == "PPO(env_id='Corridor', seed=0)"
+
+
+def test_off_policy_takes_an_unregistered_instance(tmp_path):
+    model = SAC(Slider(), learning_starts=8, batch_size=8, buffer_size=64, hidden=16)
+    model.train(24)
+    model.save(tmp_path / "s.pt")
+    assert SAC.load(tmp_path / "s.pt", env_id=Slider()).num_timesteps == model.num_timesteps
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_without_cuda_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"device='cuda' but this torch .* sees no CUDA device; pass "
+                                         r"device='cpu'"):
+        PPO("CartPole-v1", device="cuda")
+
+
+def test_unknown_device_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"device='gpu0' is not a torch device"):
+        PPO("CartPole-v1", device="gpu0")
