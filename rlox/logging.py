@@ -19,9 +19,9 @@ iteration and per-phase seconds).
         def on_train_step(self, step, metrics):
             mlflow.log_metrics({k: v for k, v in metrics.items() if is_scalar(v)}, step=step)
 
-``TensorBoardLogger`` writes TensorBoard event files itself (no tensorboard or TensorFlow
-needed to write them; ``tensorboard --logdir`` reads them). ``WandbLogger`` needs ``wandb``
-(``pip install 'rlox[logging]'``) and honours ``WANDB_MODE=offline``.
+``TensorBoardLogger`` writes event files through TensorBoard's own writer and ``WandbLogger``
+through ``wandb``; both come with ``pip install 'rlox[logging]'`` (``WANDB_MODE=offline``
+is honoured).
 """
 from __future__ import annotations
 
@@ -30,12 +30,10 @@ import io
 import math
 import numbers
 import os
-import socket
-import struct
 import sys
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping, Sequence, TextIO
+from typing import Any, ClassVar, Mapping, TextIO
 
 import numpy as np
 
@@ -161,152 +159,14 @@ class ConsoleLogger(LoggerCallback):
 
 
 # ====================================================================== TensorBoard
-def _crc32c_table() -> list[int]:
-    poly, table = 0x82F63B78, []          # CRC-32C (Castagnoli), reflected polynomial
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ poly if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-# CRC-32C with NumPy. The CRC register is linear over GF(2): starting from register 0, the
-# register after a block of r bytes b_0..b_{r-1} is XOR_i A[r-1-i][b_i], where A[k][b] is the
-# register after byte b followed by k zero bytes (A[0] is the usual byte table). A register
-# carried in from earlier blocks acts like XOR-ing its 4 bytes into the block's first 4 bytes;
-# for the first block that is the initial 0xFFFFFFFF, whose effect INIT[r] is precomputed.
-# So a record of up to 1024 bytes (an iteration's scalars) is one gather and one XOR-reduce.
-_BLOCK = 1024
-_A: np.ndarray | None = None
-_INIT: np.ndarray | None = None
-_ROWS = np.arange(_BLOCK - 1, -1, -1)
-
-
-def _crc_blocks() -> tuple[np.ndarray, np.ndarray]:
-    global _A, _INIT
-    if _A is None:
-        t0 = np.asarray(_CRC_TABLE, dtype=np.uint32)
-        a = np.empty((_BLOCK, 256), dtype=np.uint32)
-        a[0] = t0
-        for k in range(1, _BLOCK):
-            a[k] = (a[k - 1] >> 8) ^ t0[a[k - 1] & 0xFF]
-        init = np.zeros(_BLOCK + 1, dtype=np.uint32)
-        r = np.arange(4, _BLOCK + 1)
-        for j in range(4):
-            init[4:] ^= a[r - 1 - j, 0xFF]
-        _A, _INIT = a, init
-    return _A, _INIT
-
-
-def _crc32c(data: bytes) -> int:
-    """CRC-32C (Castagnoli) of ``data``."""
-    crc, n = 0xFFFFFFFF, len(data)
-    if n < 32:
-        for b in data:
-            crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-        return crc ^ 0xFFFFFFFF
-    a, init = _crc_blocks()
-    arr = np.frombuffer(data, dtype=np.uint8)
-    r = min(n, _BLOCK)
-    crc = int(init[r] ^ np.bitwise_xor.reduce(a[_ROWS[_BLOCK - r:], arr[:r]]))
-    start = r
-    while n - start >= 4:
-        block = arr[start:start + _BLOCK].copy()
-        r = block.size
-        block[:4] ^= np.frombuffer(crc.to_bytes(4, "little"), dtype=np.uint8)
-        crc = int(np.bitwise_xor.reduce(a[_ROWS[_BLOCK - r:], block]))
-        start += r
-    for b in data[start:]:
-        crc = _CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def _masked_crc(data: bytes) -> int:
-    """TFRecord's masked CRC: rotate right by 15 and add a constant (mod 2**32)."""
-    crc = _crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def _varint(n: int) -> bytes:
-    if n < 0:
-        n += 1 << 64
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field_bytes(number: int, payload: bytes) -> bytes:
-    """A length-delimited protobuf field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-_VALUE_PREFIX: dict[str, bytes] = {}
-
-
-def _value_prefix(tag: str) -> bytes:
-    """Everything of a Summary.Value entry before its 4 float bytes (cached per tag)."""
-    prefix = _VALUE_PREFIX.get(tag)
-    if prefix is None:
-        body = _field_bytes(1, tag.encode())
-        prefix = _VALUE_PREFIX[tag] = _varint(1 << 3 | 2) + _varint(len(body) + 5) + body + b"\x15"
-    return prefix
-
-
-def _event(wall_time: float, step: int, *, file_version: str | None = None,
-           scalars: Iterable[tuple[str, float]] = ()) -> bytes:
-    """A serialised ``tensorflow.Event`` protobuf: wall_time (1, double), step (2, int64),
-    file_version (3, string) or summary (5, Summary{repeated Value value = 1}), where
-    Value{tag = 1 (string), simple_value = 2 (float)}."""
-    out = b"\x09" + struct.pack("<d", wall_time) + b"\x10" + _varint(int(step))
-    if file_version is not None:
-        out += _field_bytes(3, file_version.encode())
-    pack = struct.Struct("<f").pack
-    values = b"".join([_value_prefix(tag) + pack(value) for tag, value in scalars])
-    if values:
-        out += _field_bytes(5, values)
-    return out
-
-
-def _crc32c_many(datas: Sequence[bytes]) -> list[int]:
-    """CRC-32C of each of ``datas`` (records of 4 to 1024 bytes in one gather and one
-    ``reduceat``; others one by one)."""
-    out = [0] * len(datas)
-    batch = [i for i, d in enumerate(datas) if 4 <= len(d) <= _BLOCK]
-    for i, d in enumerate(datas):
-        if not 4 <= len(d) <= _BLOCK:
-            out[i] = _crc32c(d)
-    if batch:
-        a, init = _crc_blocks()
-        lens = np.fromiter((len(datas[i]) for i in batch), dtype=np.int64, count=len(batch))
-        buf = np.frombuffer(b"".join([datas[i] for i in batch]), dtype=np.uint8)
-        starts = np.cumsum(lens) - lens
-        rows = np.repeat(lens + starts - 1, lens) - np.arange(buf.size)   # r-1-i within each record
-        crcs = np.bitwise_xor.reduceat(a[rows, buf], starts) ^ init[lens] ^ np.uint32(0xFFFFFFFF)
-        for i, c in zip(batch, crcs.tolist()):
-            out[i] = c
-    return out
-
-
-def _mask(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
 class EventFileWriter:
-    """Appends scalar events to one TensorBoard event file (TFRecord framing, CRC-32C).
+    """Scalars to one TensorBoard event file, through TensorBoard's own writer
+    (``tensorboard.summary.writer.event_file_writer``: TFRecord framing, CRC-32C, a background
+    thread that writes every ``flush_secs`` or ``max_queue`` events).
 
-    Events are queued in memory and encoded, checksummed and written in one batch every
-    ``flush_secs`` seconds, every ``max_queue`` events, and on ``flush``/``close`` (so a
-    training iteration pays only for queueing).
+    ``add_scalars`` puts every ``tag -> value`` of one step into ONE event (TensorBoard's
+    ``Summary`` holds any number of values), so an iteration costs one queue put, not one per
+    metric as ``SummaryWriter.add_scalar`` would.
 
     Args:
         log_dir: directory (created); the file is ``events.out.tfevents.<time>.<host>.<pid>.<n>``.
@@ -314,52 +174,48 @@ class EventFileWriter:
         max_queue: most events waiting in memory.
     """
 
-    _counter = 0
-
     def __init__(self, log_dir: str | os.PathLike, flush_secs: float = 10.0, max_queue: int = 1000) -> None:
+        try:
+            from tensorboard.compat.proto.event_pb2 import Event
+            from tensorboard.compat.proto.summary_pb2 import Summary
+            from tensorboard.summary.writer.event_file_writer import EventFileWriter as _TBWriter
+        except ImportError as exc:
+            raise ImportError(f"TensorBoardLogger writes through the tensorboard package ({exc}); install "
+                              f"it with: pip install 'rlox[logging]' (or pip install tensorboard)") from None
+        self._event, self._summary = Event, Summary
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        EventFileWriter._counter += 1
-        name = (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}.{os.getpid()}."
-                f"{EventFileWriter._counter}")
-        self.path = self.log_dir / name
-        self._fh = open(self.path, "ab")
-        self.flush_secs = float(flush_secs)
-        self.max_queue = int(max_queue)
-        self._queue: list[tuple[float, int, Mapping[str, float]]] = []
-        self._records: list[bytes] = [_event(time.time(), 0, file_version="brain.Event:2")]
-        self._last_flush = time.monotonic()
-        self.flush()
+        before = set(self.log_dir.glob("events.out.tfevents.*"))
+        self._writer = _TBWriter(str(self.log_dir), max_queue_size=int(max_queue),
+                                 flush_secs=max(1, math.ceil(float(flush_secs))))
+        self._writer.flush()                      # the file and its version record exist now
+        made = sorted(set(self.log_dir.glob("events.out.tfevents.*")) - before)
+        self.path = made[-1] if made else None
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def add_scalars(self, step: int, scalars: Mapping[str, float], wall_time: float | None = None) -> None:
         """Queue one event holding every ``tag -> value`` of ``scalars`` at ``step``."""
-        if self._fh.closed:
-            raise ValueError(f"the event file {str(self.path)!r} is closed")
-        if scalars:
-            self._queue.append((time.time() if wall_time is None else wall_time, int(step), scalars))
-        if len(self._queue) >= self.max_queue or time.monotonic() - self._last_flush >= self.flush_secs:
-            self.flush()
+        if self._closed:
+            raise ValueError(f"the event file in {str(self.log_dir)!r} is closed")
+        if not scalars:
+            return
+        value = self._summary.Value
+        summary = self._summary(value=[value(tag=tag, simple_value=v) for tag, v in scalars.items()])
+        self._writer.add_event(self._event(wall_time=time.time() if wall_time is None else wall_time,
+                                           step=int(step), summary=summary))
 
     def flush(self) -> None:
-        """Encode the queued events and write them (TFRecord: length, masked CRC of the
-        length, data, masked CRC of the data)."""
-        if self._fh.closed:
-            return
-        records = self._records + [_event(w, step, scalars=sc.items()) for w, step, sc in self._queue]
-        self._queue, self._records = [], []
-        if records:
-            headers = [struct.pack("<Q", len(r)) for r in records]
-            crcs = _crc32c_many(headers + records)
-            n = len(records)
-            self._fh.write(b"".join([h + struct.pack("<I", _mask(crcs[i])) + r + struct.pack("<I", _mask(crcs[n + i]))
-                                     for i, (h, r) in enumerate(zip(headers, records))]))
-        self._fh.flush()
-        self._last_flush = time.monotonic()
+        if not self._closed:
+            self._writer.flush()
 
     def close(self) -> None:
-        if not self._fh.closed:
-            self.flush()
-            self._fh.close()
+        if not self._closed:
+            self._writer.close()
+            self._closed = True
 
 
 class TensorBoardLogger(LoggerCallback):
@@ -389,7 +245,7 @@ class TensorBoardLogger(LoggerCallback):
 
     @property
     def writer(self) -> EventFileWriter:
-        if self._writer is None or self._writer._fh.closed:
+        if self._writer is None or self._writer.closed:
             self._writer = EventFileWriter(self.log_dir, self.flush_secs)
         return self._writer
 

@@ -10,8 +10,7 @@ import pytest
 from rlox.algorithms.ppo import PPO
 from rlox.callbacks import EvalCallback
 from rlox.dashboard import MetricsCollector
-from rlox.logging import (ConsoleLogger, CSVLogger, LoggerCallback, TensorBoardLogger, WandbLogger, _crc32c,
-                          scalar_metrics)
+from rlox.logging import ConsoleLogger, CSVLogger, LoggerCallback, TensorBoardLogger, WandbLogger, scalar_metrics
 
 SMALL = dict(n_envs=8, n_steps=32, n_epochs=2, batch_size=128)
 
@@ -40,24 +39,6 @@ def test_console_logger_shows_evaluations():
     assert len(lines) == 2 and all(re.search(r" \| eval=\d+\.\d\d$", line) for line in lines)
     with pytest.raises(ValueError, match="log_interval must be an int >= 1"):
         ConsoleLogger(log_interval=0)
-
-
-def test_crc32c_known_vector_and_bytewise_reference():
-    assert _crc32c(b"123456789") == 0xE3069283        # the standard CRC-32C check value
-    assert _crc32c(b"") == 0
-
-    def bytewise(data):                                # bit by bit, polynomial 0x82F63B78 (reflected)
-        crc = 0xFFFFFFFF
-        for b in data:
-            crc ^= b
-            for _ in range(8):
-                crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        return crc ^ 0xFFFFFFFF
-
-    rng = np.random.default_rng(0)
-    for n in list(range(0, 40)) + [255, 256, 377, 1023, 1024, 1025, 1026, 1027, 1028, 2500]:
-        data = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
-        assert _crc32c(data) == bytewise(data), n
 
 
 def test_tensorboard_event_files_read_back(tmp_path):
@@ -164,22 +145,20 @@ def test_log_interval_thins_records_but_keeps_evaluations(tmp_path):
         TensorBoardLogger(tmp_path, log_interval=0)
 
 
-def test_batched_crc_matches_single():
-    from rlox.logging import _crc32c_many
+def test_event_file_holds_one_event_per_step_with_every_tag(tmp_path):
+    pytest.importorskip("tensorboard", reason="tensorboard is in the dev extra")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    rng = np.random.default_rng(1)
-    datas = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (0, 3, 4, 8, 31, 200, 1024, 1025, 3000, 8)]
-    assert _crc32c_many(datas) == [_crc32c(d) for d in datas]
-
-
-def test_event_file_flushes_in_batches(tmp_path):
     from rlox.logging import EventFileWriter
 
-    w = EventFileWriter(tmp_path, flush_secs=1e9, max_queue=3)
-    size = w.path.stat().st_size
-    w.add_scalars(1, {"a": 1.0})
-    w.add_scalars(2, {"a": 2.0})
-    assert w.path.stat().st_size == size          # queued
-    w.add_scalars(3, {"a": 3.0})
-    assert w.path.stat().st_size > size           # the third fills the queue: written
+    w = EventFileWriter(tmp_path, flush_secs=1e9, max_queue=1000)
+    for step in (1, 2, 3):
+        w.add_scalars(step, {"a": float(step), "b/c": -step / 2})
+    w.add_scalars(4, {})                                # nothing to write: no event
     w.close()
+    with pytest.raises(ValueError, match="is closed"):
+        w.add_scalars(5, {"a": 1.0})
+    acc = EventAccumulator(str(w.path))
+    acc.Reload()
+    assert sorted(acc.Tags()["scalars"]) == ["a", "b/c"]
+    assert [(e.step, e.value) for e in acc.Scalars("b/c")] == [(1, -0.5), (2, -1.0), (3, -1.5)]
