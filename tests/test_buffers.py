@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import rlox
+from tests._threads import kernel_threads
 from rlox.errors import RloxWarning
 from tests.reference import buffers as ref
 
@@ -359,10 +360,8 @@ def test_tree_find_thread_invariant(n_threads):
     t = rlox.SumMinTree(1000)
     t.update(np.arange(1000), rng.random(1000))
     masses = rng.random(10_000) * t.total()          # above the parallel threshold
-    before = rlox.get_num_threads()
-    rlox.set_num_threads(1)
-    serial = t.find(masses)
-    rlox.set_num_threads(before)
+    with kernel_threads(1):
+        serial = t.find(masses)
     np.testing.assert_array_equal(t.find(masses), serial)
     leaves = t.get(np.arange(1000))
     expect = np.searchsorted(np.cumsum(leaves), masses, side="right")
@@ -484,10 +483,8 @@ def test_per_push_batch_equals_push():
 def test_per_sample_thread_invariant(n_threads):
     buf, _ = filled_per(n=300, capacity=512)
     big = buf.sample(8192, seed=4)                   # parallel tree queries
-    before = rlox.get_num_threads()
-    rlox.set_num_threads(1)
-    serial = buf.sample(8192, seed=4)
-    rlox.set_num_threads(before)
+    with kernel_threads(1):
+        serial = buf.sample(8192, seed=4)
     np.testing.assert_array_equal(big["indices"], serial["indices"])
     np.testing.assert_array_equal(big["weights"], serial["weights"])
 
@@ -592,10 +589,8 @@ def test_nstep_thread_invariant(n_threads):
     r, te, tr = rng.standard_normal(T), rng.random(T) < 0.05, rng.random(T) < 0.02
     idx = rng.integers(0, T, 8000)
     out = rlox.compute_nstep_targets((r, te, tr), idx, 5, 0.97)
-    before = rlox.get_num_threads()
-    rlox.set_num_threads(1)
-    serial = rlox.compute_nstep_targets((r, te, tr), idx, 5, 0.97)
-    rlox.set_num_threads(before)
+    with kernel_threads(1):
+        serial = rlox.compute_nstep_targets((r, te, tr), idx, 5, 0.97)
     for a, b in zip(out, serial):
         np.testing.assert_array_equal(a, b)
 
@@ -609,10 +604,8 @@ def test_large_rows_parallel_gather_thread_invariant(n_threads):
     batch = buf.sample(512, seed=1)                  # 16 MiB moved: the parallel path
     np.testing.assert_array_equal(batch["obs"], obs[batch["indices"]])
     np.testing.assert_array_equal(batch["next_obs"], 2 * obs[batch["indices"]])
-    before = rlox.get_num_threads()
-    rlox.set_num_threads(1)
-    serial = buf.sample(512, seed=1)
-    rlox.set_num_threads(before)
+    with kernel_threads(1):
+        serial = buf.sample(512, seed=1)
     np.testing.assert_array_equal(batch["obs"], serial["obs"])
 
 

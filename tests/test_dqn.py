@@ -208,6 +208,7 @@ def test_gymnasium_env_object():
     assert out["timesteps"] == 300
 
 
+@pytest.mark.slow
 def test_dqn_learns_cartpole():
     """RL Zoo's CartPole hyperparameters, 25k steps (the zoo reaches 500 at 50k)."""
     dqn = DQN("CartPole-v1", seed=0, learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,

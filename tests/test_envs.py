@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import rlox
+from tests._threads import kernel_threads
 from rlox.envs import (NATIVE_ENV_IDS, Acrobot, CartPole, GymEnv, GymVecEnv, MountainCar,
                        MountainCarContinuous, Pendulum, VecEnv, is_native, make_vec_env)
 
@@ -115,7 +116,9 @@ def _vec_matches_singles(env_id, n, seed, actions):
 
 
 @pytest.mark.parametrize("env_id", NATIVE_ENV_IDS)
-def test_vec_seeding_contract(env_id, n_threads):
+def test_vec_seeding_contract(env_id):
+    # 5 envs always step serially (below the parallel work threshold); the threaded path is
+    # checked against the serial one in test_vec_large_parallel_path_independent_of_threads.
     rng = np.random.default_rng(0)
     n = 5
     vec = VecEnv(n=n, seed=0, env_id=env_id)
@@ -128,20 +131,18 @@ def test_vec_seeding_contract(env_id, n_threads):
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Acrobot-v1"])
 def test_vec_large_parallel_path_independent_of_threads(env_id):
     """Above the serial threshold results are the same at 1 and 2 threads."""
-    before = rlox.get_num_threads()
     rng = np.random.default_rng(3)
     n = 2048
     acts = [rng.integers(VecEnv(1, env_id=env_id).single_action_space.n, size=n) for _ in range(60)]
     outs = []
     for t in (1, 2):
-        rlox.set_num_threads(t)
-        vec = VecEnv(n=n, seed=9, env_id=env_id)
-        res = [vec.reset_all()]
-        for a in acts:
-            o = vec.step_all(a)
-            res += [o["obs"], o["rewards"], o["terminated"], o["terminal_obs"]]
+        with kernel_threads(t):
+            vec = VecEnv(n=n, seed=9, env_id=env_id)
+            res = [vec.reset_all()]
+            for a in acts:
+                o = vec.step_all(a)
+                res += [o["obs"], o["rewards"], o["terminated"], o["terminal_obs"]]
         outs.append(res)
-    rlox.set_num_threads(before)
     for a, b in zip(*outs):
         np.testing.assert_array_equal(a, b)
     # spot-check two envs against single envs
@@ -335,11 +336,9 @@ def test_gym_vec_env_continuous_and_bad_args():
 def test_adaptive_parallel_stepping_gives_the_serial_results():
     """VecEnv times its serial and OpenMP paths and switches between them; every step must be
     the same whichever path ran it."""
-    before = rlox.get_num_threads()
-    try:
-        outs = {}
-        for threads in (1, 2):
-            rlox.set_num_threads(threads)
+    outs = {}
+    for threads in (1, 2):
+        with kernel_threads(threads):
             vec = rlox.VecEnv(n=256, seed=3, env_id="Acrobot-v1")
             vec.reset_all()
             rng = np.random.default_rng(0)
@@ -348,7 +347,6 @@ def test_adaptive_parallel_stepping_gives_the_serial_results():
                 out = vec.step_all(rng.integers(0, 3, size=256))
                 trace.append(np.concatenate([out["obs"].ravel(), out["rewards"]]))
             outs[threads] = np.stack(trace)
-            assert isinstance(vec.parallel_stepping, bool)
-        np.testing.assert_array_equal(outs[1], outs[2])
-    finally:
-        rlox.set_num_threads(before)
+            if threads == 1:                       # one thread: never the OpenMP path
+                assert vec.parallel_stepping is False
+    np.testing.assert_array_equal(outs[1], outs[2])

@@ -537,7 +537,10 @@ def test_guide_llm_operations():
     )
     assert advantages.shape == (16,) and all_advantages.shape == (1024 * 8,)
     assert np.isfinite(kl)
-    assert pair is not None and packed is not None
+    assert pair.chosen_input_ids.tolist() == [1, 2, 3, 4, 5] and pair.completion_start == 3
+    assert pair.rejected_input_ids.tolist() == [1, 2, 3, 6, 7, 8]
+    assert packed["input_ids"].tolist() == [[1, 2, 3, 4, 5, 0, 0, 0]]
+    assert packed["position_ids"].tolist() == [[0, 1, 2, 0, 1, 0, 0, 0]]
 
 
 # ---------------------------------------------------------------- Low-Level: RunningStats
@@ -671,7 +674,7 @@ def test_guide_vec_normalize():
     metrics = trainer.train(total_timesteps=2_000)   # guide: 100_000
     norm = trainer.algo.obs_normalizer()
     assert isinstance(norm, VecNormalize) and norm.obs_rms.count() > 2_000
-    assert np.isfinite(metrics["mean_reward"]) and Trainer is not None
+    assert np.isfinite(metrics["mean_reward"]) and isinstance(trainer, Trainer)
 
 
 # ---------------------------------------------------------------- Diagnostics Dashboard
@@ -705,6 +708,8 @@ def test_guide_dashboard(in_tmp):
     trainer.train(total_timesteps=2_000)   # guide: 50_000
     html = (in_tmp / "training_report.html").read_text()
     assert "<canvas" in html and "Episode reward" in html and len(collector) == 8
+    dash, = [cb for cb in trainer.algo.callbacks.callbacks if isinstance(cb, TerminalDashboard)]
+    assert dash.frames >= 1 and dash.live is None          # it drew, and stopped at the end
 
 
 # ---------------------------------------------------------------- Custom Policies: Discrete Actions

@@ -123,6 +123,7 @@ def test_gymnasium_env_object_with_kwargs_round_trips(tmp_path):
 
 
 # ------------------------------------------------------------------ learning (real thresholds)
+@pytest.mark.slow
 def test_ppo_learns_cartpole():
     algo = PPO("CartPole-v1", seed=0, **get_preset("ppo", "CartPole-v1"))
     algo.train(30_000)
@@ -130,6 +131,7 @@ def test_ppo_learns_cartpole():
     assert res["mean_reward"] >= 150, res
 
 
+@pytest.mark.slow
 def test_a2c_learns_cartpole():
     algo = A2C("CartPole-v1", seed=1, **get_preset("a2c", "CartPole-v1"))
     algo.train(40_000)
@@ -137,6 +139,7 @@ def test_a2c_learns_cartpole():
     assert res["mean_reward"] >= 120, res
 
 
+@pytest.mark.slow
 def test_trpo_learns_cartpole():
     algo = TRPO("CartPole-v1", seed=0)
     algo.train(25_000)
@@ -151,6 +154,7 @@ def test_vpg_improves_on_cartpole():
     assert res["mean_reward"] >= 60, res      # random play: about 22
 
 
+@pytest.mark.slow
 def test_hybrid_ppo_learns_like_ppo():
     # Over 8 seeds at 30k steps HybridPPO and PPO both average about 415 (bench_ppo.py); one
     # seed is shown here.

@@ -114,7 +114,7 @@ def test_temperature_and_target_updates_follow_the_formulas():
     for new_online, old_target, new_target in zip(sac.critic.parameters(), target, sac.critic_target.parameters()):
         torch.testing.assert_close(new_target, 0.9 * old_target + 0.1 * new_online.detach())
     assert any(not torch.equal(o, p) for o, p in zip(online, sac.critic.parameters()))
-    # The temperature moved by one Adam step (|step| ~ lr) in the direction that matches entropy.
+    # The temperature moved by one Adam step (|step| ~ lr).
     assert abs(float(sac.log_alpha.detach()) - log_alpha) == pytest.approx(3e-4, rel=0.05)
     # target_update_interval: no target update on the other steps.
     sac2 = SAC("Pendulum-v1", seed=0, target_update_interval=2, **{**SMALL, "learning_starts": 1000})
@@ -124,6 +124,18 @@ def test_temperature_and_target_updates_follow_the_formulas():
     sac2._n_updates = 1
     sac2._train_step()
     assert all(torch.equal(x, y) for x, y in zip(before, sac2.critic_target.parameters()))
+
+
+@pytest.mark.parametrize("target_entropy, sign", [(100.0, 1), (-100.0, -1)])
+def test_temperature_moves_towards_the_entropy_target(target_entropy, sign):
+    """J(alpha) = E[-alpha (log pi + target_entropy)]: a target far above any entropy the policy
+    can have raises alpha (more exploration), one far below lowers it, by one Adam step."""
+    sac = SAC("Pendulum-v1", seed=0, target_entropy=target_entropy, **{**SMALL, "learning_starts": 1000})
+    with pytest.warns(OffPolicyWarning):
+        sac.train(300)                                      # collect only
+    before = float(sac.log_alpha.detach())
+    sac._train_step()
+    assert (float(sac.log_alpha.detach()) - before) == pytest.approx(sign * 3e-4, rel=0.05)
 
 
 def test_td_target_bootstraps_on_truncation_but_not_on_termination():
@@ -149,6 +161,7 @@ def test_fixed_temperature():
     assert out["ent_coef"] == pytest.approx(0.2) and out["ent_coef_loss"] == 0.0
 
 
+@pytest.mark.slow
 def test_sac_learns_pendulum():
     """A real threshold: random play scores about -1200 on Pendulum."""
     sac = SAC("Pendulum-v1", seed=0, learning_rate=1e-3, hidden=64)

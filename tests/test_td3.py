@@ -107,6 +107,7 @@ def test_save_load_and_exact_resume(tmp_path):
     same_state(full, resumed)
 
 
+@pytest.mark.slow
 def test_td3_learns_pendulum():
     """A real threshold: random play scores about -1200 on Pendulum (TD3 needs more steps than SAC)."""
     td3 = TD3("Pendulum-v1", seed=0, learning_rate=1e-3, hidden=64, gamma=0.98, learning_starts=1000)

@@ -212,6 +212,7 @@ def test_evaluate_helper():
     assert res["n_episodes"] == 2 and res["episode_rewards"].shape == (2,)
 
 
+@pytest.mark.slow
 @real
 def test_preset_ppo_learns_cartpole():
     """The guide's call with its preset learns quickly (a CI-sized budget, real threshold)."""
