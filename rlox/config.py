@@ -98,7 +98,7 @@ class ConfigBase:
             hint_text = f"; pass the number {value}, not the string {value!r}" if (
                 isinstance(value, str) and _is_number_text(value)) else ""
             raise ValueError(f"{type(self).__name__}.{f.name} must be {_type_text(hint)}, got "
-                             f"{type(value).__name__} {value!r}{hint_text}")
+                             f"{value!r} ({type(value).__name__}){hint_text}")
         if isinstance(f.default, bool) and not isinstance(value, bool):
             raise ValueError(f"{type(self).__name__}.{f.name} must be True or False, got {value!r}")
         if not any(m.get(k) is not None for k in ("gt", "ge", "lt", "le")):
@@ -198,17 +198,24 @@ def _accepts(hint: Any, value: Any) -> bool:
 
 
 def _type_text(hint: Any) -> str:
-    """'a float', 'an int or None', "'auto' or a float" ... for messages."""
+    """'a float (a real number)', 'True, False or None', "a float, 'auto' or None" ... for messages."""
+    atoms = _type_atoms(hint)
+    return atoms[0] if len(atoms) == 1 else ", ".join(atoms[:-1]) + " or " + atoms[-1]
+
+
+def _type_atoms(hint: Any) -> list[str]:
     origin = typing.get_origin(hint)
     if origin is Literal:
-        return " or ".join(repr(a) for a in typing.get_args(hint))
+        return [repr(a) for a in typing.get_args(hint)]
     if origin is typing.Union or origin is types.UnionType:
-        return " or ".join(_type_text(arm) for arm in typing.get_args(hint))
+        return [atom for arm in typing.get_args(hint) for atom in _type_atoms(arm)]
     if hint is type(None):
-        return "None"
-    names = {bool: "True or False", int: "an integer", float: "a float (a real number)", str: "a string",
-             list: "a list", tuple: "a list", dict: "a mapping"}
-    return names.get(hint, names.get(origin, getattr(hint, "__name__", str(hint))))
+        return ["None"]
+    if hint is bool:
+        return ["True", "False"]
+    names = {int: "an integer", float: "a float (a real number)", str: "a string", list: "a list",
+             tuple: "a list", dict: "a mapping"}
+    return [names.get(hint, names.get(origin, getattr(hint, "__name__", str(hint))))]
 
 
 def _is_number_text(text: str) -> bool:

@@ -76,11 +76,11 @@ def test_other_algorithm_defaults():
 # ---------------------------------------------------------------- types from the annotations
 @pytest.mark.parametrize("cls, kwargs, match", [
     (PPOConfig, {"max_grad_norm": "0.5"},
-     r"PPOConfig.max_grad_norm must be a float \(a real number\), got str '0.5'; pass the number 0.5"),
-    (PPOConfig, {"log_std_init": "x"}, r"PPOConfig.log_std_init must be a float .*, got str 'x'$"),
-    (PPOConfig, {"anneal_lr": 1}, r"PPOConfig.anneal_lr must be True or False, got int 1"),
+     r"PPOConfig.max_grad_norm must be a float \(a real number\), got '0.5' \(str\); pass the number 0.5"),
+    (PPOConfig, {"log_std_init": "x"}, r"PPOConfig.log_std_init must be a float .*, got 'x' \(str\)$"),
+    (PPOConfig, {"anneal_lr": 1}, r"PPOConfig.anneal_lr must be True or False, got 1 \(int\)"),
     (PPOConfig, {"activation": "elu"}, r"PPOConfig.activation = 'elu' is not allowed; expected one of 'tanh', 'relu'"),
-    (SACConfig, {"target_entropy": "x"}, r"SACConfig.target_entropy must be a float .* or 'auto' or None, got str 'x'"),
+    (SACConfig, {"target_entropy": "x"}, r"SACConfig.target_entropy must be a float \(a real number\), 'auto' or None, got 'x' \(str\)"),
     (SACConfig, {"ent_coef": "autox"}, r"SACConfig.ent_coef = 'autox' is not understood"),
     (SACConfig, {"ent_coef": "auto", "auto_entropy": False}, r"auto_entropy=False"),
 ])

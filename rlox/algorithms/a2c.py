@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlox.algorithms.base import adam
+from rlox.optim import adam
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
 from rlox.collectors import RolloutBatch
 from rlox.config import A2CConfig

@@ -35,22 +35,13 @@ from rlox.callbacks import Callback, CallbackList
 from rlox.checkpointing import CheckpointError, atomic_torch_save, safe_torch_load
 from rlox.config import ConfigBase
 from rlox.envs import env_label
+from rlox.optim import adam  # noqa: F401  (re-exported: the one Adam factory)
 
 __all__ = ["Algorithm", "adam", "to_torch_tree", "to_numpy_tree", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_FORMAT = "rlox-checkpoint"
 CHECKPOINT_VERSION = 1
 
-
-def adam(params: Any, lr: float, eps: float = 1e-8) -> torch.optim.Adam:
-    """Adam with the fused implementation (one kernel for every parameter: on small networks
-    the per-parameter loop of the default costs more than the maths), falling back to the
-    default where a build lacks it."""
-    params = list(params)
-    try:
-        return torch.optim.Adam(params, lr=lr, eps=eps, fused=True)
-    except (RuntimeError, TypeError):
-        return torch.optim.Adam(params, lr=lr, eps=eps)
 
 def resolve_device(device: str | torch.device) -> torch.device:
     """``device`` as a torch.device that this torch can use, or a ValueError saying why not."""

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlox.algorithms.off_policy import OffPolicyAlgorithm, clip_grad_norm, make_adam, polyak_update
+from rlox.algorithms.off_policy import OffPolicyAlgorithm
+from rlox.optim import clip_grad_norm, make_adam, polyak_update
 from rlox.config import DQNConfig
 from rlox.exploration import EpsilonGreedy, Exploration
 from rlox.networks import DuelingQNetwork, SimpleQNetwork, linear_layers

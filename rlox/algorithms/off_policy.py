@@ -37,6 +37,7 @@ from rlox.envs import env_label
 from rlox.errors import RloxWarning
 from rlox.exploration import Exploration
 from rlox.off_policy_collector import OffPolicyCollector
+from rlox.optim import FastAdam, clip_grad_norm, make_adam, polyak_update, set_learning_rate
 
 __all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "FastAdam", "make_adam", "polyak_update", "clip_grad_norm",
            "buffer_path"]
@@ -44,26 +45,6 @@ __all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "FastAdam", "make_adam", "p
 
 class OffPolicyWarning(RloxWarning):
     """A setting of an off-policy algorithm does not fit the run (e.g. learning never starts)."""
-
-
-@torch.no_grad()
-def polyak_update(params: Sequence[torch.Tensor], target_params: Sequence[torch.Tensor], tau: float) -> None:
-    """``target <- (1 - tau) * target + tau * params`` for every pair, in one foreach call
-    (Lillicrap et al., 2016; ``tau = 1`` is the hard copy of Mnih et al., 2015)."""
-    if tau >= 1.0:
-        torch._foreach_copy_(list(target_params), list(params))
-    else:
-        torch._foreach_lerp_(list(target_params), list(params), float(tau))
-
-
-@torch.no_grad()
-def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
-    """``torch.nn.utils.clip_grad_norm_`` (foreach, L2) without its per-call bookkeeping: scale the
-    gradients so their global norm is at most ``max_norm``; returns the norm before clipping."""
-    grads = [p.grad for p in params if p.grad is not None]
-    total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, (max_norm / (total + 1e-6)).clamp_(max=1.0))
-    return total
 
 
 def _cpu_has_fast_bf16() -> bool:
@@ -77,72 +58,6 @@ def _cpu_has_fast_bf16() -> bool:
 def buffer_path(path: str | os.PathLike) -> Path:
     """Where ``save(path, include_buffer=True)`` writes the replay buffer: ``<path>.buffer.npz``."""
     return Path(str(path) + ".buffer.npz")
-
-
-class FastAdam(torch.optim.Adam):
-    """``torch.optim.Adam(fused=True)`` with a lean ``step``: one step-count add and one fused
-    kernel call over the parameters' cached state lists, instead of regrouping the tensors in
-    Python on every call (that bookkeeping costs more than the kernel for small networks).
-    ``zero_grad`` sets gradients to None. The state and ``state_dict`` are torch's own, so a
-    checkpoint loads into a plain ``torch.optim.Adam`` too. ``step`` skips torch's per-call
-    profiler wrapper, so optimizer step hooks are not called."""
-
-    def __init__(self, params: Any, lr: float) -> None:
-        super().__init__(params, lr=lr, fused=True)
-        self._lists: list[tuple[list[torch.Tensor], ...]] | None = None
-        # The step-count increment on CPU as a tensor (as torch's Adam does): a Python 1 would be
-        # wrapped into a tensor once per parameter on every step.
-        self._one = torch.tensor(1.0)
-        self.step = self._lean_step  # type: ignore[method-assign]  # bypasses the class-level wrapper
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                p.grad = None
-
-    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        super().load_state_dict(state_dict)
-        self._lists = None
-
-    def _cache(self) -> None:
-        lists = []
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p in self.state]
-            st = [self.state[p] for p in params]
-            lists.append((params, [s["exp_avg"] for s in st], [s["exp_avg_sq"] for s in st], [s["step"] for s in st]))
-        self._lists = lists
-
-    def _lean_step(self, closure: Any = None) -> Any:
-        if self._lists is None or closure is not None:
-            loss = type(self).step(self, closure)
-            self._cache()
-            return loss
-        for group, (params, exp_avgs, exp_avg_sqs, steps) in zip(self.param_groups, self._lists):
-            grads = [p.grad for p in params]
-            if len(params) != len(group["params"]) or any(g is None for g in grads):
-                type(self).step(self)   # a parameter without a gradient: torch's general path
-                self._cache()
-                return None
-            beta1, beta2 = group["betas"]
-            with torch.no_grad():
-                torch._foreach_add_(steps, self._one if steps[0].is_cpu else 1)
-                torch._fused_adam_(params, grads, exp_avgs, exp_avg_sqs, [], steps, amsgrad=False,
-                                   lr=group["lr"], beta1=beta1, beta2=beta2,
-                                   weight_decay=group["weight_decay"], eps=group["eps"], maximize=False,
-                                   grad_scale=None, found_inf=None)
-        return None
-
-
-def make_adam(params: Any, lr: float) -> torch.optim.Optimizer:
-    """Adam for the off-policy networks: ``FastAdam`` (the fused kernel) where this torch build
-    has it for the parameters' device, else torch's foreach Adam."""
-    params = list(params)
-    if hasattr(torch, "_fused_adam_"):
-        try:
-            return FastAdam(params, lr)
-        except (RuntimeError, ValueError, TypeError):
-            pass
-    return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
 class OffPolicyAlgorithm(Algorithm):
@@ -405,9 +320,7 @@ class OffPolicyAlgorithm(Algorithm):
 
     def set_learning_rate(self, lr: float) -> None:
         """Set the learning rate of every optimizer (``anneal_lr`` calls it before each phase)."""
-        for opt in self._optimizers().values():
-            for group in opt.param_groups:
-                group["lr"] = lr
+        set_learning_rate(self._optimizers().values(), lr)
 
     def _schedule_metrics(self) -> dict[str, float]:
         """Scalars to log each iteration besides the losses (epsilon, alpha, ...)."""

@@ -16,7 +16,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlox.algorithms.base import Algorithm, adam, to_numpy_tree
+from rlox.algorithms.base import Algorithm, to_numpy_tree
+from rlox.optim import adam, set_learning_rate
 from rlox.collectors import RolloutBatch, RolloutCollector
 from rlox.policies import make_policy
 
@@ -105,9 +106,7 @@ class OnPolicyAlgorithm(Algorithm):
 
     # ------------------------------------------------------------------ the loop
     def set_learning_rate(self, lr: float) -> None:
-        for opt in self.optimizers.values():
-            for group in opt.param_groups:
-                group["lr"] = lr
+        set_learning_rate(self.optimizers.values(), lr)
 
     def current_learning_rate(self) -> float:
         lr = self.config.learning_rate

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from rlox.algorithms._compiled_update import CompiledUpdateMixin
-from rlox.algorithms.base import adam
+from rlox.optim import adam
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
 from rlox.collectors import RolloutBatch
 from rlox.config import PPOConfig

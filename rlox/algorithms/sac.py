@@ -23,7 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlox.algorithms.off_policy import OffPolicyAlgorithm, make_adam, polyak_update
+from rlox.algorithms.off_policy import OffPolicyAlgorithm
+from rlox.optim import make_adam, polyak_update
 from rlox.config import SACConfig
 from rlox.networks import SquashedGaussianPolicy, TwinQNetwork
 

@@ -21,7 +21,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlox.algorithms.off_policy import OffPolicyAlgorithm, make_adam, polyak_update
+from rlox.algorithms.off_policy import OffPolicyAlgorithm
+from rlox.optim import make_adam, polyak_update
 from rlox.config import TD3Config
 from rlox.exploration import Exploration, GaussianNoise, OrnsteinUhlenbeckNoise
 from rlox.networks import DeterministicPolicy, TwinQNetwork

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rlox.algorithms.base import adam
+from rlox.optim import adam, set_learning_rate
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
 from rlox.collectors import RolloutBatch
 from rlox.config import VPGConfig
@@ -56,10 +56,8 @@ class VPG(OnPolicyAlgorithm):
     def set_learning_rate(self, lr: float) -> None:
         # Anneal both optimisers by the same factor.
         scale = lr / self.config.learning_rate
-        for group in self.optimizers["actor"].param_groups:
-            group["lr"] = self.config.learning_rate * scale
-        for group in self.optimizers["critic"].param_groups:
-            group["lr"] = self.config.vf_learning_rate * scale
+        set_learning_rate([self.optimizers["actor"]], self.config.learning_rate * scale)
+        set_learning_rate([self.optimizers["critic"]], self.config.vf_learning_rate * scale)
 
     def _update(self, batch: RolloutBatch) -> dict[str, Any]:
         cfg = self.config
