@@ -1,6 +1,6 @@
 # Per-stream random numbers (xoshiro256** seeded by splitmix64); see rlox_rng.h.
 # One rng_t per env / buffer / sampler: never shared across threads.
-from libc.stdint cimport uint64_t
+from _types cimport uint64_t
 
 cdef extern from "rlox_rng.h" nogil:
     ctypedef struct rng_t "rlox_rng_t":

@@ -1,5 +1,5 @@
 # Shared C types for every rlox kernel (the one place they are declared).
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
 
 ctypedef double float64_t
 ctypedef float float32_t

@@ -17,8 +17,7 @@
 from cython.parallel cimport prange
 from libc.math cimport isfinite, pow, powf, sqrt, INFINITY
 from libc.string cimport memcpy, memset
-from libc.stdint cimport uint32_t
-from _types cimport float32_t, float64_t, int64_t, intp_t, uint8_t, uint64_t
+from _types cimport float32_t, float64_t, int64_t, intp_t, uint8_t, uint32_t, uint64_t
 from _checks cimport is_native_vec, positive_int, as_array, check_real
 from _rng cimport rng_t, rng_seed, rng_below, rng_uniform
 from trees cimport (tree_t, tree_alloc, tree_free, tree_clear, tree_set, tree_set_many,

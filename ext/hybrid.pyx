@@ -11,9 +11,8 @@ from cython.parallel cimport prange
 from libc.math cimport exp, log, tanh
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy
-from _types cimport float64_t, float32_t, intp_t, uint64_t
+from _types cimport float64_t, float32_t, int64_t, intp_t, uint64_t
 from _rng cimport rng_t, rng_seed, rng_uniform, rng_normal
-from _types cimport int64_t
 from envs_core cimport (env_t, env_init, env_reset, env_obs_f64, env_step, env_obs_dim,
                         env_n_actions, ENV_MAX_OBS_DIM)
 from _checks cimport real_array

@@ -6,8 +6,7 @@
 # The float32 KL rows are reduced by the fused C kernels of rlox_llm.h.
 from cython.parallel cimport prange
 from libc.math cimport sqrt, expm1, fabs, isfinite, INFINITY
-from libc.stdint cimport uint8_t, int64_t
-from _types cimport float64_t, float32_t, intp_t, floating_t
+from _types cimport float64_t, float32_t, int64_t, intp_t, uint8_t, floating_t
 from _checks cimport as_array, real_array, positive_int
 import numpy as np
 cimport numpy as cnp

@@ -6,8 +6,7 @@
 from cython.parallel cimport prange
 from libc.stdlib cimport malloc, free, qsort
 from libc.string cimport memcpy
-from libc.stdint cimport int64_t
-from _types cimport token_t, intp_t
+from _types cimport int64_t, intp_t, token_t
 from _checks cimport positive_int
 import numpy as np
 cimport numpy as cnp

@@ -3,8 +3,7 @@
 # RunningStats tracks one scalar stream; RunningStatsVec tracks each dimension of a vector
 # stream (observations for VecNormalize). Variances are population variances (ddof=0).
 from libc.math cimport sqrt, isfinite
-from libc.stdint cimport int64_t
-from _types cimport float32_t, float64_t
+from _types cimport float32_t, float64_t, int64_t
 from _checks cimport real_array
 import numpy as np
 cimport numpy as cnp

@@ -16,9 +16,8 @@
 # ext/buffers.pyx (PrioritizedReplayBuffer) compile their own copy, so no symbol crosses modules.
 # Callers own the memory (tree_alloc / tree_free) and check every index before calling.
 from libc.math cimport INFINITY
-from libc.stdint cimport uintptr_t
 from libc.stdlib cimport malloc, free
-from _types cimport float64_t, int64_t, intp_t
+from _types cimport float64_t, int64_t, intp_t, uintptr_t
 from _rng cimport rng_t, rng_uniform
 
 cdef extern from *:

@@ -35,9 +35,9 @@ def resolve_algorithm(name: str) -> type:
 
 
 def _config_fields(algo_cls: type, name: str) -> set[str] | None:
-    """Field names of the algorithm's config dataclass: the class's ``config_class`` (or
-    ``config_cls``) attribute, else ``rlox.config.<NAME>Config``; None when neither exists."""
-    for attr in ("config_class", "config_cls", "CONFIG_CLASS"):
+    """Field names of the algorithm's config dataclass: the class's ``config_class``
+    attribute, else ``rlox.config.<NAME>Config``; None when neither exists."""
+    for attr in ("config_class",):
         cfg = getattr(algo_cls, attr, None)
         if cfg is not None and dataclasses.is_dataclass(cfg):
             return {f.name for f in dataclasses.fields(cfg)}
