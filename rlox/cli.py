@@ -69,9 +69,13 @@ def _check_env(env: str) -> None:
         registered = []
     if env in registered or env in gym.registry:
         return
+    from rlox.multiagent.envs import mpe_env_names, resolve_mpe_name
+
+    if resolve_mpe_name(env) is not None:   # multi-agent (MAPPO/IPPO): the MPE scenarios
+        return
     import difflib
 
-    names = list(gym.registry) + registered
+    names = list(gym.registry) + registered + mpe_env_names()
     close = difflib.get_close_matches(env, names, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else \
         "; run 'rlox list' to see the available envs"
