@@ -214,11 +214,12 @@ def test_bad_input_errors():
 
 
 # ------------------------------------------------------------------ learning
+@pytest.mark.slow
 def test_mappo_learns_spread():
-    """Random actions score about -27.3 per agent (200 episodes; std 7.6, so 64 episodes
-    give a standard error of about 1); 40k steps of MAPPO's defaults reach about -20."""
-    torch.manual_seed(0)
+    """Random actions score about -27.3 per agent (200 episodes, std 7.6: 64 episodes give a
+    standard error of about 1); MAPPO's defaults reach -21.6 to -22.5 after 20k steps (seeds
+    0-2, measured here), the hand heuristic -12.7."""
     algo = MAPPO("spread_v3", n_agents=3, seed=0)
-    algo.train(total_timesteps=40_000)
+    algo.train(total_timesteps=20_000)
     res = algo.evaluate(n_episodes=64, deterministic=True, seed=123)
-    assert res["mean_reward"] > -23.0, res["mean_reward"]
+    assert res["mean_reward"] > -24.0, res["mean_reward"]
