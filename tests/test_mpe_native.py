@@ -155,11 +155,12 @@ def test_bad_input_errors():
     with pytest.raises(RuntimeError, match="reset"):
         env.step(np.zeros((2, 3), np.int64))
     env.reset()
-    with pytest.raises(ValueError, match=r"out of range; expected an int in \[0, 5\)"):
+    with pytest.raises(ValueError, match=r"actions\[0, 2\] = 5 is out of range for agent 2 of simple_spread_v3; "
+                                         r"expected an int in \[0, 5\)"):
         env.step(np.array([[0, 1, 5], [0, 0, 0]]))
     with pytest.raises(ValueError, match=r"shape \(3,\), expected \(2, 3\)"):
         env.step(np.zeros(3, np.int64))
-    with pytest.raises(TypeError, match="integers"):
+    with pytest.raises(TypeError, match="discrete actions .ints., got an array of dtype float32"):
         env.step(np.zeros((2, 3), np.float32))
     with pytest.raises(ValueError, match=r"no action for \['agent_2'\]"):
         env.step({"agent_0": [0, 0], "agent_1": [0, 0]})

@@ -190,7 +190,8 @@ class MultiAgentVecEnv:
 
     def step(self, actions: Any) -> dict[str, np.ndarray]:
         """Step every env; see the module docstring for the outputs."""
-        self.core.step(_actions_array(actions, self))
+        # Arrays go straight to the kernel, which checks dtype, shape, range and NaN itself.
+        self.core.step(_actions_array(actions, self) if isinstance(actions, Mapping) else actions)
         trunc = np.broadcast_to(self._trunc[:, None], (self.n_envs, self.n_agents))
         return {"obs": self._obs, "state": self._state, "alive": self._alive, "rewards": self._rewards,
                 "terminated": self._terminated, "truncated": trunc, "done": self._trunc,
