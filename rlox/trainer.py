@@ -178,6 +178,8 @@ class Trainer:
         """``rlox.evaluation.evaluate_policy`` of this trainer on its env."""
         from rlox.evaluation import evaluate_policy
 
+        if getattr(self.algo, "multi_agent", False):   # MAPPO/IPPO: episodes of their own vector env
+            return self.algo.evaluate(n_episodes=n_episodes, deterministic=deterministic, seed=seed)
         return evaluate_policy(self, self.env, n_episodes=n_episodes, deterministic=deterministic, seed=seed)
 
     def save(self, path: str | Path) -> None:

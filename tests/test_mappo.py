@@ -160,6 +160,8 @@ def test_trainer_save_and_from_checkpoint(tmp_path):
     back = MAPPOTrainer.from_checkpoint(tmp_path / "m.pt")
     obs = {f"agent_{i}": np.full(18, 0.1 * i, np.float32) for i in range(3)}
     assert back.predict(obs, deterministic=True) == tr.predict(obs, deterministic=True)
+    res = back.evaluate(n_episodes=3)
+    assert res["n_episodes"] == 3 and len(res["episode_rewards"]) == 3 and np.isfinite(res["mean_reward"])
 
 
 # ------------------------------------------------------------------ predict
@@ -223,3 +225,17 @@ def test_mappo_learns_spread():
     algo.train(total_timesteps=20_000)
     res = algo.evaluate(n_episodes=64, deterministic=True, seed=123)
     assert res["mean_reward"] > -24.0, res["mean_reward"]
+
+
+def test_cli_train_and_eval(tmp_path, capsys):
+    from rlox.cli import main
+
+    ckpt = tmp_path / "mappo.pt"
+    assert main(["train", "--algo", "mappo", "--env", "spread_v3", "--timesteps", "100", "--save", str(ckpt),
+                 "--eval-episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "trained mappo on spread_v3" in out and "over 2 episodes" in out
+    assert main(["eval", "--algo", "mappo", "--checkpoint", str(ckpt), "--episodes", "2"]) == 0
+    assert "mean_reward" in capsys.readouterr().out
+    assert main(["train", "--algo", "mappo", "--env", "sprad_v3", "--timesteps", "100"]) != 0
+    assert "did you mean 'spread_v3'" in capsys.readouterr().err

@@ -169,6 +169,7 @@ class MAPPO(Algorithm):
     name = "mappo"
     config_class = MAPPOConfig
     centralised_critic = True
+    multi_agent = True          # Trainer.evaluate runs MAPPO.evaluate
 
     def __init__(self, env_id: Any = "spread_v3", *, seed: int = 0, callbacks: Sequence[Any] | None = None,
                  logger: Any = None, device: str | torch.device = "cpu", **config: Any) -> None:
