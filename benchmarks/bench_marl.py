@@ -11,9 +11,11 @@ creates a venv of its own for the peer under ``benchmarks/.cache/benchmarl-venv`
 benchmarl 1.5.2, pettingzoo[mpe] 1.24.3, the CPU torch of constraints.txt) and runs it as a
 subprocess, one seed after the other beside rlox's, in this one invocation. Both train on
 simple_spread with N=3, 25 cycles, local_ratio 0.5, discrete actions, for the same number of
-env frames (one frame = one joint step of all agents), on CPU with one torch thread. Returns are
-the mean per-agent episode return of the last training episodes (BenchMARL reports the sum over
-agents; it is divided by 3 here) and, for rlox, a deterministic evaluation too.
+env frames (one frame = one joint step of all agents), on CPU with one torch thread; BenchMARL
+with its own MAPPO and experiment defaults except discrete actions and spread's 25 cycles (its
+task file uses 100). Returns are mean per-agent episode returns: BenchMARL's ``mean_return`` of
+its last collection (mean over agents), rlox's mean of its last 100 training episodes, and for
+rlox also a deterministic evaluation over 100 episodes.
 
 Writes benchmarks/results/marl.md and marl.json.
 """
@@ -122,6 +124,7 @@ PEER_SCRIPT = textwrap.dedent('''
     task.config.update({"N": 3, "max_cycles": 25, "local_ratio": 0.5, "continuous_actions": False})
     cfg = ExperimentConfig.get_from_yaml()
     cfg.sampling_device = cfg.train_device = cfg.buffer_device = "cpu"
+    cfg.prefer_continuous_actions = False          # discrete actions, as rlox's runs
     cfg.max_n_frames = frames
     cfg.on_policy_collected_frames_per_batch = min(cfg.on_policy_collected_frames_per_batch, frames)
     cfg.on_policy_n_envs_per_worker = min(cfg.on_policy_n_envs_per_worker, 10)
@@ -132,13 +135,11 @@ PEER_SCRIPT = textwrap.dedent('''
     cfg.render = False
     exp = Experiment(task=task, algorithm_config=MappoConfig.get_from_yaml(), model_config=MlpConfig.get_from_yaml(),
                      critic_model_config=MlpConfig.get_from_yaml(), seed=seed, config=cfg)
-    returns = []
-    orig = exp._collection_loop if hasattr(exp, "_collection_loop") else None
     t0 = time.perf_counter()
     exp.run()
     wall = time.perf_counter() - t0
     print("RESULT " + json.dumps({"frames": exp.total_frames, "seconds": wall,
-                                  "mean_return_sum": float(getattr(exp, "mean_return", float("nan")))}))
+                                  "mean_return": float(exp.mean_return)}))
 ''')
 
 
@@ -169,7 +170,7 @@ def run_peer(py: Path, frames: int, seed: int, timeout: float) -> dict:
     r = json.loads(lines[-1][len("RESULT "):])
     r["wall_with_startup"] = time.perf_counter() - t0
     r["fps"] = r["frames"] / r["seconds"]
-    r["train_return"] = r["mean_return_sum"] / 3
+    r["train_return"] = r["mean_return"]
     return r
 
 
