@@ -239,3 +239,23 @@ def test_cli_train_and_eval(tmp_path, capsys):
     assert "mean_reward" in capsys.readouterr().out
     assert main(["train", "--algo", "mappo", "--env", "sprad_v3", "--timesteps", "100"]) != 0
     assert "did you mean 'spread_v3'" in capsys.readouterr().err
+
+
+def test_callbacks_and_loggers(tmp_path):
+    from rlox.callbacks import CheckpointCallback, TimingCallback
+    from rlox.logging import CSVLogger
+
+    timing = TimingCallback()
+    ckpt = CheckpointCallback(save_freq=200, save_path=tmp_path / "ckpt")
+    csv_path = tmp_path / "log.csv"
+    tr = MAPPOTrainer(env="spread_v3", n_agents=3, seed=0, config=SMALL, callbacks=[timing, ckpt],
+                      logger=CSVLogger(csv_path))
+    tr.train(total_timesteps=400)
+    summary = timing.summary()
+    assert summary["gradient_update"] > 0 and summary["env_step"] > 0
+    assert len(ckpt.saved) >= 2 and all(p.exists() for p in map(__import__("pathlib").Path, ckpt.saved))
+    rows = csv_path.read_text().splitlines()
+    assert len(rows) == 1 + 4 and "loss/policy_loss" in rows[0] and "train/mean_reward" in rows[0]
+    stopped = MAPPO("spread_v3", n_agents=3, seed=0, callbacks=[_StopAfter(1)], **SMALL)
+    stopped.train(total_timesteps=400)
+    assert stopped.num_timesteps == 100
