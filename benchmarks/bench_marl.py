@@ -26,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -162,8 +163,9 @@ def run_peer(py: Path, frames: int, seed: int, timeout: float) -> dict:
     script = CACHE / "benchmarl_mappo.py"
     script.write_text(PEER_SCRIPT)
     t0 = time.perf_counter()
-    proc = subprocess.run([str(py), str(script), str(frames), str(seed)], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    with tempfile.TemporaryDirectory(dir=CACHE) as run_dir:     # BenchMARL writes its run folder in the cwd
+        proc = subprocess.run([str(py), str(script), str(frames), str(seed)], capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=run_dir)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"BenchMARL run failed (exit {proc.returncode}): {proc.stderr[-2000:]}")
