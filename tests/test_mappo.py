@@ -60,6 +60,7 @@ class _EarlyExit(ParallelEnv):
     """Two agents; ``b`` terminates after 2 steps, ``a`` is truncated after 5."""
 
     metadata = {"name": "early_exit_v0"}
+    truncate_b = False          # True: "b" is truncated (cut by a limit) instead of terminated
 
     def __init__(self):
         self.possible_agents = ["a", "b"]
@@ -85,8 +86,8 @@ class _EarlyExit(ParallelEnv):
         assert set(actions) == set(self.agents), (actions, self.agents)
         self.t += 1
         rew = {a: float(actions[a]) for a in self.agents}
-        term = {a: a == "b" and self.t >= 2 for a in self.agents}
-        trunc = {a: self.t >= 5 for a in self.agents}
+        term = {a: a == "b" and self.t >= 2 and not self.truncate_b for a in self.agents}
+        trunc = {a: self.t >= 5 or (a == "b" and self.t >= 2 and self.truncate_b) for a in self.agents}
         obs = self._obs()
         self.agents = [a for a in self.agents if not (term[a] or trunc[a])]
         return obs, rew, term, trunc, {a: {} for a in obs}
@@ -110,6 +111,21 @@ def test_agents_that_finish_early_are_masked():
     r = float(batch["actions"][1, 0, 1])
     assert abs(b_last - (r - v)) < 1e-4
     algo.train(total_timesteps=40)
+
+
+def test_an_agent_truncated_alone_is_bootstrapped_from_its_last_observation():
+    class _TruncB(_EarlyExit):
+        truncate_b = True
+
+    algo = MAPPO(_TruncB, seed=0, n_envs=1, n_steps=5, n_epochs=1, value_norm=False, gamma=0.9)
+    batch = algo._collect()
+    # "b" leaves after step index 1 (t becomes 2): its last observation was [2, 1], "a"'s [2, 0];
+    # no state(): the critic sees both observations concatenated.
+    final_obs = torch.tensor([[[2.0, 0.0], [2.0, 1.0]]])
+    v_final = algo._values(final_obs, final_obs.reshape(1, 4))[0, 1].item()
+    r = float(batch["actions"][1, 0, 1])
+    expected = r + 0.9 * v_final - batch["values"][1, 0, 1]
+    assert abs(batch["advantages"][1, 0, 1] - expected) < 1e-4
 
 
 # ------------------------------------------------------------------ value normalisation

@@ -29,7 +29,7 @@ Reading order: config -> networks -> collection -> targets -> update.
 """
 from __future__ import annotations
 
-import math
+import copy
 import time
 from typing import Any, Mapping, Sequence
 
@@ -436,7 +436,6 @@ class MAPPO(Algorithm):
         """Joint actions for padded observations ``[B, A, obs_dim]`` (as the vector env gives)."""
         actions, _ = self._act(obs, deterministic, None)
         if not self.env.discrete:
-            actions = np.clip(actions, 0.0, None)
             for j, a in enumerate(self.agents):
                 sp = self.env.action_spaces[a]
                 k = sp.shape[0]
@@ -504,7 +503,10 @@ class MAPPO(Algorithm):
             raise ValueError(f"n_episodes must be an int >= 1, got {n_episodes!r}")
         cfg = self.config
         n_envs = min(int(n_episodes), 64)
-        env = make_multiagent_vec_env(self.env_id, n_envs, seed, n_agents=cfg.n_agents, native=cfg.native,
+        source = self.env_id
+        if hasattr(source, "possible_agents"):      # an env object: evaluate on a copy, never the training env
+            source = copy.deepcopy(source)
+        env = make_multiagent_vec_env(source, n_envs, seed, n_agents=cfg.n_agents, native=cfg.native,
                                       continuous_actions=cfg.continuous_actions, max_cycles=cfg.max_cycles,
                                       env_kwargs=cfg.env_kwargs)
         out = env.reset()

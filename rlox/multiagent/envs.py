@@ -18,6 +18,7 @@ Both give, per call, arrays with agents on the second axis, in ``possible_agents
     out["rewards"], out["terminated"], out["truncated"]      # [E, A]
     out["done"]                        # [E]: the episode ended; the env was reset, and
     out["final_obs"], out["final_state"]                     # hold its last observation
+                                       # (PettingZooVecEnv: every env's, before any reset)
 
 Observations narrower than the widest agent's are zero-padded to ``obs_dim`` (an agent's own
 width is ``obs_dims[i]``); rows of agents that are not alive are zero. The arrays returned by
@@ -401,9 +402,11 @@ class PettingZooVecEnv:
                 rewards[i, j] = rew.get(a, 0.0)
                 terminated[i, j] = bool(term.get(a, False))
                 truncated[i, j] = bool(trunc.get(a, False))
+            # final_obs / final_state: what this step returned, before any reset, so an agent
+            # truncated alone (its env going on) can be bootstrapped from its last observation too.
+            self._write(i, obs, env, final_obs, final_state)
             if not env.agents:
                 done[i] = True
-                self._write(i, obs, env, final_obs, final_state)
                 obs, _ = env.reset()
             self._write(i, {a: o for a, o in obs.items() if a in env.agents}, env, self._obs, self._state)
             self._alive[i] = [a in env.agents for a in self.possible_agents]
