@@ -261,12 +261,17 @@ def test_callbacks_and_loggers(tmp_path):
     from rlox.callbacks import CheckpointCallback, TimingCallback
     from rlox.logging import CSVLogger
 
+    from rlox.dashboard import MetricsCollector
+
     timing = TimingCallback()
     ckpt = CheckpointCallback(save_freq=200, save_path=tmp_path / "ckpt")
     csv_path = tmp_path / "log.csv"
-    tr = MAPPOTrainer(env="spread_v3", n_agents=3, seed=0, config=SMALL, callbacks=[timing, ckpt],
+    report = MetricsCollector(report_path=tmp_path / "report.html")
+    tr = MAPPOTrainer(env="spread_v3", n_agents=3, seed=0, config=SMALL, callbacks=[timing, ckpt, report],
                       logger=CSVLogger(csv_path))
     tr.train(total_timesteps=400)
+    html = (tmp_path / "report.html").read_text()
+    assert "mappo on spread_v3" in html and "policy_loss" in html
     summary = timing.summary()
     assert summary["gradient_update"] > 0 and summary["env_step"] > 0
     assert len(ckpt.saved) >= 2 and all(p.exists() for p in map(__import__("pathlib").Path, ckpt.saved))
