@@ -180,9 +180,18 @@ def iqm_ci(x: list[float]) -> tuple[float, float, float]:
     from rlox.evaluation import interquartile_mean, stratified_bootstrap_ci
 
     arr = np.asarray(x, dtype=np.float64)
-    lo, hi = stratified_bootstrap_ci(arr.reshape(-1, 1), interquartile_mean, n_boot=2000, seed=0) \
-        if arr.size > 1 else (arr[0], arr[0])
+    lo, hi = stratified_bootstrap_ci(arr, n_bootstrap=2000, seed=0) if arr.size > 1 else (arr[0], arr[0])
     return interquartile_mean(arr), float(lo), float(hi)
+
+
+RUNS = RESULTS / "marl_runs.json"     # every finished training run, written as it finishes
+
+
+def _store_runs(frames: int, ours: list, theirs: list, peer_err: str | None) -> None:
+    RESULTS.mkdir(exist_ok=True)
+    old = json.loads(RUNS.read_text()) if RUNS.exists() else {}
+    RUNS.write_text(json.dumps({"envs": old.get("envs", []), "frames": frames, "rlox": ours, "benchmarl": theirs,
+                                "peer_error": peer_err}, indent=1))
 
 
 # ============================================================================ report
@@ -194,14 +203,20 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=1 if quick else 5, help="seeds per library (RLOX_BENCH_QUICK: 1)")
     ap.add_argument("--peer-timeout", type=float, default=900.0, help="seconds per BenchMARL run")
     ap.add_argument("--setup-peer", action="store_true", help="only create the BenchMARL venv")
+    ap.add_argument("--report", action="store_true",
+                    help="training table from the stored runs (benchmarks/results/marl_runs.json), no new runs")
     args = ap.parse_args()
     if args.setup_peer:
         print(setup_peer())
         return
     out: dict = {"machine": f"{os.cpu_count()} CPUs, loaded (shared with other jobs)", "frames": args.frames}
     lines = ["# Multi-agent: rlox MAPPO vs BenchMARL, native MPE vs mpe2", ""]
+    stored = json.loads(RUNS.read_text()) if args.report else None
     if args.only in (None, "envs"):
-        rows = bench_envs()
+        rows = stored.get("envs", []) if stored is not None else bench_envs()
+        if stored is None and args.only is None:
+            RESULTS.mkdir(exist_ok=True)
+            RUNS.write_text(json.dumps({"envs": rows}, indent=1))
         out["envs"] = rows
         lines += ["## Env throughput (env steps/s, one step = a joint action of 3 agents, random actions, "
                   "1 thread, median of 3 interleaved rounds)", "",
@@ -212,21 +227,27 @@ def main() -> None:
             print(lines[-1], flush=True)
         lines.append("")
     if args.only in (None, "train"):
-        peer_py, peer_err = None, None
-        try:
-            peer_py = setup_peer()
-        except Exception as exc:  # noqa: BLE001 - reported in the table
-            peer_err = f"BenchMARL venv could not be created: {exc}"
-        ours, theirs = [], []
-        for seed in range(args.seeds):
-            ours.append(run_rlox(args.frames, seed))
-            print("rlox", seed, ours[-1], flush=True)
-            if peer_py is not None and peer_err is None:
-                try:
-                    theirs.append(run_peer(peer_py, args.frames, seed, args.peer_timeout))
-                    print("benchmarl", seed, theirs[-1], flush=True)
-                except Exception as exc:  # noqa: BLE001
-                    peer_err = str(exc)[-600:]
+        if stored is not None:
+            args.frames, ours, theirs, peer_err = (stored["frames"], stored["rlox"], stored["benchmarl"],
+                                                   stored["peer_error"])
+            args.seeds = len(ours)
+        else:
+            peer_py, peer_err = None, None
+            try:
+                peer_py = setup_peer()
+            except Exception as exc:  # noqa: BLE001 - reported in the table
+                peer_err = f"BenchMARL venv could not be created: {exc}"
+            ours, theirs = [], []
+            for seed in range(args.seeds):
+                ours.append(run_rlox(args.frames, seed))
+                print("rlox", seed, ours[-1], flush=True)
+                if peer_py is not None and peer_err is None:
+                    try:
+                        theirs.append(run_peer(peer_py, args.frames, seed, args.peer_timeout))
+                        print("benchmarl", seed, theirs[-1], flush=True)
+                    except Exception as exc:  # noqa: BLE001
+                        peer_err = str(exc)[-600:]
+                _store_runs(args.frames, ours, theirs, peer_err)
         out["rlox"], out["benchmarl"], out["peer_error"] = ours, theirs, peer_err
         lines += [f"## Training: MAPPO on simple_spread (N=3, 25 cycles), {args.frames:,} frames, "
                   f"{args.seeds} seeds, CPU, 1 torch thread", "",
@@ -248,6 +269,11 @@ def main() -> None:
             out["fps_ratio"] = float(ratio)
         if peer_err:
             lines += ["", f"Peer not run: {peer_err}"]
+        lines += ["", "The machine (2 cores) was shared with other jobs: absolute speeds are noisy, the runs "
+                  "alternate rlox / BenchMARL seed by seed. Frames/s is training wall time only (BenchMARL's "
+                  "process start-up and rlox's evaluation excluded)."]
+        if stored is not None and stored.get("note"):
+            lines += ["", f"Runs: {stored['note']}."]
         lines.append("")
     RESULTS.mkdir(exist_ok=True)
     suffix = "" if args.only is None else f"_{args.only}"
