@@ -36,6 +36,9 @@ _LAZY: dict[str, str] = {
     "SACTrainer": "rlox.trainer",
     "TD3Trainer": "rlox.trainer",
     "DQNTrainer": "rlox.trainer",
+    "MAPPOTrainer": "rlox.trainer",
+    "IPPOTrainer": "rlox.trainer",
+    "MultiAgentVecEnv": "rlox.multiagent.envs",
 }
 
 

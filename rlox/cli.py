@@ -69,9 +69,13 @@ def _check_env(env: str) -> None:
         registered = []
     if env in registered or env in gym.registry:
         return
+    from rlox.multiagent.envs import mpe_env_names, resolve_mpe_name
+
+    if resolve_mpe_name(env) is not None:   # multi-agent (MAPPO/IPPO): the MPE scenarios
+        return
     import difflib
 
-    names = list(gym.registry) + registered
+    names = list(gym.registry) + registered + mpe_env_names()
     close = difflib.get_close_matches(env, names, n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else \
         "; run 'rlox list' to see the available envs"
@@ -134,8 +138,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     env = args.env if args.env is not None else trainer.env
     if env is None:
         raise CLIError("the checkpoint does not record its env; pass --env")
-    res = evaluate_policy(trainer, env, n_episodes=args.episodes, deterministic=not args.stochastic,
-                          seed=args.seed)
+    if getattr(trainer.algo, "multi_agent", False):     # MAPPO/IPPO evaluate in their own vector env
+        res = trainer.evaluate(n_episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed)
+    else:
+        res = evaluate_policy(trainer, env, n_episodes=args.episodes, deterministic=not args.stochastic,
+                              seed=args.seed)
     print(f"{args.algo} on {env}: mean_reward {res['mean_reward']:.2f} +- {res['std_reward']:.2f} "
           f"over {res['n_episodes']} episodes")
     return 0

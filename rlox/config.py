@@ -29,6 +29,7 @@ from rlox.errors import RloxWarning
 __all__ = [
     "ConfigBase", "ConfigWarning", "PPOConfig", "A2CConfig", "VPGConfig", "TRPOConfig",
     "SACConfig", "TD3Config", "DQNConfig", "CONFIGS", "config_for",
+    "MAPPOConfig", "IPPOConfig",
 ]
 
 C = TypeVar("C", bound="ConfigBase")
@@ -452,9 +453,62 @@ class DQNConfig(_OffPolicyConfig):
     hidden: Any = _f(64, "hidden layer width (two layers) or a list of widths")
 
 
+# ====================================================================== multi-agent
+@dataclass
+class MAPPOConfig(ConfigBase):
+    """Multi-agent PPO (Yu et al., 2022); defaults follow the paper's MPE settings (lr 7e-4,
+    10 epochs, 1 minibatch, gamma 0.99, lambda 0.95, clip 0.2, entropy 0.01, grad-norm 10,
+    hidden 64, ValueNorm), with fewer parallel envs (32 instead of 128) for CPU budgets."""
+
+    algorithm: ClassVar[str] = "mappo"
+    n_agents: int | None = _f(None, "agents passed to the scenario (spread's N; None: its default)", ge=1,
+                              optional=True)
+    n_envs: int = _f(32, "parallel environments", ge=1)
+    n_steps: int = _f(25, "rollout length per env (MPE episodes last max_cycles = 25 steps)", ge=1)
+    n_epochs: int = _f(10, "SGD passes over each rollout", ge=1)
+    n_minibatches: int = _f(1, "minibatches per epoch", ge=1)
+    learning_rate: float = _f(7e-4, "Adam learning rate (actors and critic)", gt=0)
+    anneal_lr: bool = _f(False, "decay the learning rate linearly to 0 over the run")
+    gamma: float = _f(0.99, "discount factor", ge=0, le=1)
+    gae_lambda: float = _f(0.95, "GAE lambda", ge=0, le=1)
+    clip_eps: float = _f(0.2, "PPO clip range", gt=0)
+    clip_vloss: bool = _f(True, "clip the value loss around the old values")
+    ent_coef: float = _f(0.01, "entropy bonus coefficient", ge=0)
+    vf_coef: float = _f(1.0, "value loss coefficient", ge=0)
+    max_grad_norm: float = _f(10.0, "global gradient-norm clip (<= 0: off)")
+    normalize_advantages: bool = _f(True, "normalise advantages per minibatch")
+    value_norm: bool = _f(True, "ValueNorm: the critic learns returns normalised by their running mean/std")
+    share_policy: bool = _f(True, "one actor for all agents of the same spaces, with a one-hot agent id")
+    hidden: Any = _f(64, "hidden layer width (two layers) or a list of widths")
+    activation: Literal["tanh", "relu"] = _f("relu", "hidden activation (the paper's ReLU)")
+    ortho_init: bool = _f(True, "orthogonal initialisation (gain sqrt(2), 0.01 policy head, 1 value head)")
+    log_std_init: float = _f(-0.5, "initial log std of continuous (Gaussian) actors")
+    native: bool | None = _f(None, "MPE: True = the native Cython env, False = PettingZoo, None = native "
+                             "where the scenario has a kernel", optional=True)
+    continuous_actions: bool = _f(False, "MPE: Box(0, 1) actions instead of Discrete")
+    max_cycles: int = _f(25, "MPE: steps per episode", ge=1)
+    env_kwargs: dict = _f({}, "more scenario arguments (e.g. {'local_ratio': 0.5})")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.native is not None and not isinstance(self.native, bool):
+            raise ValueError(f"{type(self).__name__}.native must be True, False or None, got {self.native!r}")
+        if not isinstance(self.env_kwargs, dict):
+            raise ValueError(f"{type(self).__name__}.env_kwargs must be a dict, got {self.env_kwargs!r}")
+
+
+@dataclass
+class IPPOConfig(MAPPOConfig):
+    """Independent PPO (de Witt et al., 2020): MAPPO's settings, each critic on the agent's own
+    observation instead of the global state."""
+
+    algorithm: ClassVar[str] = "ippo"
+
+
 CONFIGS: dict[str, type[ConfigBase]] = {
     c.algorithm: c for c in (PPOConfig, A2CConfig, VPGConfig, TRPOConfig, SACConfig, TD3Config, DQNConfig)
 }
+CONFIGS.update({c.algorithm: c for c in (MAPPOConfig, IPPOConfig)})
 
 
 def config_for(algorithm: str) -> type[ConfigBase]:

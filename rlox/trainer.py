@@ -19,7 +19,8 @@ from typing import Any, ClassVar, Mapping, Sequence
 from rlox.presets import merge_preset
 
 __all__ = ["Trainer", "trainer_for", "TRAINERS", "PPOTrainer", "A2CTrainer", "VPGTrainer", "TRPOTrainer",
-           "SACTrainer", "TD3Trainer", "DQNTrainer"]
+           "SACTrainer", "TD3Trainer", "DQNTrainer",
+           "MAPPOTrainer", "IPPOTrainer"]
 
 
 def resolve_algorithm(name: str) -> type:
@@ -177,6 +178,8 @@ class Trainer:
         """``rlox.evaluation.evaluate_policy`` of this trainer on its env."""
         from rlox.evaluation import evaluate_policy
 
+        if getattr(self.algo, "multi_agent", False):   # MAPPO/IPPO: episodes of their own vector env
+            return self.algo.evaluate(n_episodes=n_episodes, deterministic=deterministic, seed=seed)
         return evaluate_policy(self, self.env, n_episodes=n_episodes, deterministic=deterministic, seed=seed)
 
     def save(self, path: str | Path) -> None:
@@ -240,3 +243,5 @@ TRPOTrainer = trainer_for("trpo")
 SACTrainer = trainer_for("sac")
 TD3Trainer = trainer_for("td3")
 DQNTrainer = trainer_for("dqn")
+MAPPOTrainer = trainer_for("mappo")
+IPPOTrainer = trainer_for("ippo")

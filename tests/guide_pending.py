@@ -7,19 +7,6 @@ import numpy as np
 import pytest
 
 
-# ---------------------------------------------------------------- Trainer: MAPPO (PettingZoo)
-def test_guide_trainer_mappo():
-    from rlox import Trainer, MAPPOTrainer  # noqa: F401
-
-    trainer = MAPPOTrainer(
-        env="spread_v3",   # PettingZoo environment
-        n_agents=3,
-        seed=42,
-    )
-    metrics = trainer.train(total_timesteps=2_000)      # guide: 500_000
-    assert np.isfinite(metrics["mean_reward"])
-
-
 # ---------------------------------------------------------------- Trainer: DreamerV3
 def test_guide_trainer_dreamer():
     from rlox import Trainer, DreamerV3Trainer  # noqa: F401

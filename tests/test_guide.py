@@ -1006,3 +1006,16 @@ def test_guide_checkpoint_security(in_tmp):
 
 # Samples whose features have not landed yet live in tests/guide_pending.py (not collected);
 # each moves back here, unchanged, when its feature lands.
+
+
+# ---------------------------------------------------------------- Trainer: MAPPO (PettingZoo)
+def test_guide_trainer_mappo():
+    from rlox import Trainer, MAPPOTrainer  # noqa: F401
+
+    trainer = MAPPOTrainer(
+        env="spread_v3",   # PettingZoo environment
+        n_agents=3,
+        seed=42,
+    )
+    metrics = trainer.train(total_timesteps=2_000)      # guide: 500_000
+    assert np.isfinite(metrics["mean_reward"])

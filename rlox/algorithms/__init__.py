@@ -23,6 +23,8 @@ _MODULES = {
     "SAC": "sac",
     "TD3": "td3",
     "DQN": "dqn",
+    "MAPPO": "mappo",
+    "IPPO": "ippo",
 }
 
 __all__ = list(_MODULES)
