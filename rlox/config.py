@@ -478,6 +478,8 @@ class TrainingConfig:
                                ge=1, optional=True)
     eval_episodes: int = _f(5, "episodes per artifacts evaluation", ge=1)
     save_path: str | None = _f(None, "save the final checkpoint here", optional=True)
+    dataset: str | None = _f(None, "offline algorithms: the dataset (.npz/.hdf5 path or Minari id); env is "
+                             "then only for evaluation and total_timesteps counts gradient steps", optional=True)
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -512,7 +514,7 @@ class TrainingConfig:
         loggers = self.logger if isinstance(self.logger, list) else [] if self.logger is None else [self.logger]
         for i, entry in enumerate(loggers):
             _check_entry("TrainingConfig.logger" + (f"[{i}]" if isinstance(self.logger, list) else ""), entry)
-        for name in ("artifacts_dir", "save_path"):
+        for name in ("artifacts_dir", "save_path", "dataset"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"TrainingConfig.{name} must be a path string, got {value!r}")

@@ -94,7 +94,7 @@ class OfflineDatasetBuffer:
         rew = _flat(rewards, "rewards")
         n = rew.shape[0]
         if n == 0:
-            raise ValueError("the dataset is empty (0 transitions): an OfflineDatasetBuffer needs at least one; "
+            raise ValueError("the dataset is empty: an OfflineDatasetBuffer needs at least one transition; "
                              "check the file or collect data first with rlox.offline.collect_dataset")
         obs_a, next_a, act_a = _flat(obs, "obs"), _flat(next_obs, "next_obs"), _flat(actions, "actions")
         self.obs_dim = _per_row(obs_a, n, "obs")
@@ -428,7 +428,6 @@ def collect_dataset(policy_or_algo: Any, env_id: Any, n_steps: int, *, noise: fl
     if discrete and noise > 0:
         raise ValueError("noise= adds Gaussian noise to continuous actions; this env's actions are Discrete, "
                          "use epsilon= for random-action mixing")
-    collector = None
     if minari_id is not None:
         try:
             import minari
@@ -437,10 +436,9 @@ def collect_dataset(policy_or_algo: Any, env_id: Any, n_steps: int, *, noise: fl
         if minari_id in minari.list_local_datasets():
             raise ValueError(f"a Minari dataset {minari_id!r} already exists; pick another id or delete it "
                              f"with minari.delete_dataset({minari_id!r})")
-        collector = minari.DataCollector(env, record_infos=False)
     rng = np.random.default_rng(seed)
     space.seed(int(rng.integers(2**31)))
-    stepper = collector if collector is not None else env
+    stepper = env
     if not discrete:
         low, high = np.asarray(space.low, np.float32), np.asarray(space.high, np.float32)
     cols: dict[str, list] = {k: [] for k in ("observations", "next_observations", "actions", "rewards",
@@ -478,12 +476,40 @@ def collect_dataset(policy_or_algo: Any, env_id: Any, n_steps: int, *, noise: fl
                                data["terminals"], data["timeouts"])
     if path is not None:
         buf.save_npz(path)
-    if collector is not None:
-        collector.create_dataset(dataset_id=minari_id, algorithm_name=algorithm_name or _policy_name(policy_or_algo),
-                                 description=description or f"rlox.offline.collect_dataset: {n_steps} steps, "
-                                 f"noise={noise}, epsilon={epsilon}, seed={seed}")
-        collector.close()
+    if minari_id is not None:
+        _write_minari(minari_id, data, env, discrete, seed,
+                      algorithm_name=algorithm_name or _policy_name(policy_or_algo),
+                      description=description or f"rlox.offline.collect_dataset: {n_steps} steps, "
+                                                 f"noise={noise}, epsilon={epsilon}, seed={seed}")
     return buf
+
+
+def _write_minari(dataset_id: str, data: dict, env: Any, discrete: bool, seed: int, *, algorithm_name: str,
+                  description: str) -> None:
+    """Write the transitions as Minari episodes with ``minari.create_dataset_from_buffers`` (Minari's
+    own writer; its ``DataCollector`` would need jax). An episode of T steps stores T + 1
+    observations: its observations and the last step's next observation."""
+    import warnings
+
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    ends = np.flatnonzero(data["terminals"] | data["timeouts"]) + 1
+    starts = np.concatenate([[0], ends[:-1]])
+    episodes = []
+    for k, (a, b) in enumerate(zip(starts, ends)):
+        obs = np.concatenate([data["observations"][a:b], data["next_observations"][b - 1:b]])
+        acts = data["actions"][a:b]
+        episodes.append(EpisodeBuffer(
+            id=k, seed=int(seed) + k, observations=obs,
+            actions=acts.reshape(-1).astype(np.int64) if discrete else acts,
+            rewards=data["rewards"][a:b].astype(np.float64), terminations=data["terminals"][a:b],
+            truncations=data["timeouts"][a:b], infos={}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # Minari's advice on authorship metadata
+        minari.create_dataset_from_buffers(dataset_id, episodes, env=env, algorithm_name=algorithm_name,
+                                           author="rlox.offline.collect_dataset", description=description,
+                                           code_permalink="https://github.com/rlox/rlox")
 
 
 def _policy_name(policy: Any) -> str:

@@ -23,6 +23,11 @@ _MODULES = {
     "SAC": "sac",
     "TD3": "td3",
     "DQN": "dqn",
+    "OfflineAlgorithm": "offline",
+    "TD3BC": "td3_bc",
+    "IQL": "iql",
+    "CQL": "cql",
+    "BC": "bc",
 }
 
 __all__ = list(_MODULES)

@@ -401,6 +401,19 @@ class Algorithm(abc.ABC):
             path: the checkpoint.
             env_id: env to attach; default: the one recorded in the checkpoint.
         """
+        ckpt = cls._read_checkpoint(path)
+        if env_id is None:
+            env_id = ckpt["env_id"]
+            if ckpt.get("env_kwargs"):
+                env_id = gym.make(env_id, **ckpt["env_kwargs"])
+        algo = cls(env_id, seed=int(ckpt["seed"]), device=device, callbacks=callbacks, logger=logger,
+                   **ckpt["config"])
+        algo._restore(ckpt)
+        return algo
+
+    @classmethod
+    def _read_checkpoint(cls, path: str | Path) -> dict[str, Any]:
+        """``save``'s file as a dict, after checking its header, version and algorithm."""
         ckpt = safe_torch_load(path)
         if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointError(f"{str(path)!r} is not an rlox checkpoint (no '{CHECKPOINT_FORMAT}' "
@@ -411,14 +424,7 @@ class Algorithm(abc.ABC):
         if ckpt.get("algorithm") != cls.name:
             raise CheckpointError(f"{str(path)!r} holds a {ckpt.get('algorithm')!r} model, not {cls.name!r}; "
                                   f"load it with that algorithm")
-        if env_id is None:
-            env_id = ckpt["env_id"]
-            if ckpt.get("env_kwargs"):
-                env_id = gym.make(env_id, **ckpt["env_kwargs"])
-        algo = cls(env_id, seed=int(ckpt["seed"]), device=device, callbacks=callbacks, logger=logger,
-                   **ckpt["config"])
-        algo._restore(ckpt)
-        return algo
+        return ckpt
 
     def _restore(self, ckpt: Mapping[str, Any]) -> None:
         c = ckpt["counters"]
