@@ -341,3 +341,19 @@ def test_trainer_and_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "trained bc" in out and "30 gradient steps" in out and "eval:" in out
     assert BC.load(tmp_path / "bc.pt").predict(np.zeros(3, np.float32)).shape == (1,)
+
+
+def test_exported_actor_matches_predict(tmp_path):
+    """The artifacts (actor.safetensors + normaliser) rebuilt with torch alone act like predict."""
+    from rlox import Trainer
+    from rlox.inference import InferencePolicy
+
+    collect_dataset(pendulum_swingup_policy, "Pendulum-v1", 300, seed=0, path=tmp_path / "p.npz")
+    obs = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32) * 3
+    for algo in ("td3_bc", "cql"):
+        t = Trainer(algo, dataset=str(tmp_path / "p.npz"), env="Pendulum-v1", artifacts_dir=tmp_path / algo,
+                    eval_freq=20, eval_episodes=1, **SMALL)     # one evaluation: at the end
+        t.train(total_timesteps=20)
+        pol = InferencePolicy.load(tmp_path / algo)
+        np.testing.assert_allclose(np.stack([pol.act(o) for o in obs]).reshape(6, 1),
+                                   t.algo.predict(obs, deterministic=True), rtol=1e-5, atol=1e-5)
