@@ -36,6 +36,8 @@ _LAZY: dict[str, str] = {
     "SACTrainer": "rlox.trainer",
     "TD3Trainer": "rlox.trainer",
     "DQNTrainer": "rlox.trainer",
+    "collect_dataset": "rlox.offline",
+    "normalized_score": "rlox.offline",
 }
 
 
