@@ -177,7 +177,7 @@ def write(tp: list[dict], ln: list[dict], args) -> None:
     RESULTS.mkdir(exist_ok=True)
     load = os.getloadavg()
     lines = ["# Offline RL: rlox vs d3rlpy 2.8.1", "",
-             f"`{' '.join(['benchmarks/bench_offline.py', *sys.argv[1:]])}` on {platform.processor() or platform.machine()}, "
+             f"Last command: `{' '.join(['benchmarks/bench_offline.py', *sys.argv[1:]])}` on {platform.processor() or platform.machine()}, "
              f"{os.cpu_count()} cores, load average {load[0]:.1f} at the end (a shared, loaded machine: ratios are "
              f"more telling than absolute figures). One torch thread on both sides; torch {torch.__version__}.", ""]
     if tp:
@@ -196,7 +196,9 @@ def write(tp: list[dict], ln: list[dict], args) -> None:
         lines += ["", "Scores: 0 = uniform random actions, 100 = the swing-up controller (rlox.offline.REFERENCE_SCORES); "
                   f"medium = rlox SAC after {args.sac_steps} env steps, both datasets 20k transitions with 0.1 action noise."]
     (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
-    (RESULTS / "offline.json").write_text(json.dumps({"throughput": tp, "learning": ln, "argv": sys.argv[1:]}, indent=1))
+    (RESULTS / "offline.json").write_text(json.dumps({
+        "throughput": tp, "learning": ln, "argv": sys.argv[1:], "rounds": args.rounds,
+        "learning_args": {"hidden": args.hidden, "episodes": args.episodes, "sac_steps": args.sac_steps}}, indent=1))
     print(f"wrote {RESULTS / 'offline.md'}")
 
 
@@ -218,6 +220,16 @@ def main() -> None:
     tp = throughput(py, args.steps, args.rounds) if args.only in (None, "throughput") else []
     ln = (learning(py, args.learn_steps, args.seeds, args.episodes, args.sac_steps, args.hidden,
                    args.algos.split(",")) if args.only in (None, "learning") else [])
+    previous = RESULTS / "offline.json"
+    if args.only is not None and previous.exists():   # keep the other section of the last full run
+        old = json.loads(previous.read_text())
+        tp, ln = tp or old.get("throughput", []), ln or old.get("learning", [])
+        if args.only == "throughput":
+            args.hidden, args.episodes, args.sac_steps = (old.get("learning_args") or {}).get("hidden", args.hidden), \
+                (old.get("learning_args") or {}).get("episodes", args.episodes), \
+                (old.get("learning_args") or {}).get("sac_steps", args.sac_steps)
+        else:
+            args.rounds = old.get("rounds", args.rounds)
     write(tp, ln, args)
 
 
