@@ -146,7 +146,8 @@ def iqm(x) -> float:
     return float(x[k:len(x) - k].mean()) if len(x) > 2 * k else float(x.mean())
 
 
-def learning(py: Path, steps: int, seeds: int, episodes: int, sac_steps: int, hidden: int, algos) -> list[dict]:
+def learning(py: Path, steps: int, seeds: int, episodes: int, sac_steps: int, hidden: int, algos,
+             on_row=None) -> list[dict]:
     from rlox.evaluation import evaluate_policy
     from rlox.offline import OfflineDatasetBuffer, normalized_score
 
@@ -170,6 +171,8 @@ def learning(py: Path, steps: int, seeds: int, episodes: int, sac_steps: int, hi
                   f"d3rlpy {row['d3rlpy']:.1f} [{min(theirs):.1f}, {max(theirs):.1f}], behaviour {behaviour:.1f}",
                   flush=True)
             rows.append(row)
+            if on_row is not None:   # the table so far, so a long run that is stopped keeps its rows
+                on_row(rows)
     return rows
 
 
@@ -218,9 +221,11 @@ def main() -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     py = ensure_venv()
     tp = throughput(py, args.steps, args.rounds) if args.only in (None, "throughput") else []
-    ln = (learning(py, args.learn_steps, args.seeds, args.episodes, args.sac_steps, args.hidden,
-                   args.algos.split(",")) if args.only in (None, "learning") else [])
     previous = RESULTS / "offline.json"
+    old_tp = json.loads(previous.read_text()).get("throughput", []) if previous.exists() else []
+    ln = (learning(py, args.learn_steps, args.seeds, args.episodes, args.sac_steps, args.hidden,
+                   args.algos.split(","), on_row=lambda rows: write(tp or old_tp, rows, args))
+          if args.only in (None, "learning") else [])
     if args.only is not None and previous.exists():   # keep the other section of the last full run
         old = json.loads(previous.read_text())
         tp, ln = tp or old.get("throughput", []), ln or old.get("learning", [])
