@@ -198,6 +198,12 @@ def write(tp: list[dict], ln: list[dict], args) -> None:
                   f"[{r['d3rlpy_range'][0]:.1f}, {r['d3rlpy_range'][1]:.1f}] |" for r in ln]
         lines += ["", "Scores: 0 = uniform random actions, 100 = the swing-up controller (rlox.offline.REFERENCE_SCORES); "
                   f"medium = rlox SAC after {args.sac_steps} env steps, both datasets 20k transitions with 0.1 action noise."]
+    lines += ["", "Notes: d3rlpy runs as a subprocess of its own venv on the same .npz, interleaved with rlox; "
+              "its CQL is Lagrangian by default, so rlox's CQL runs with target_action_gap=10 to do the same work. "
+              "On one thread every algorithm is dominated by the 256x256 matrix products, which both sides run "
+              "through the same torch build, so the ratios measure each library's overhead around them. "
+              "With few seeds and short budgets the learning rows are single draws, not the IQM of 5 seeds "
+              "over a full budget; rerun with --seeds 5 --learn-steps 20000 on an idle machine for that."]
     (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "offline.json").write_text(json.dumps({
         "throughput": tp, "learning": ln, "argv": sys.argv[1:], "rounds": args.rounds,
