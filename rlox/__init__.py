@@ -39,6 +39,8 @@ _LAZY: dict[str, str] = {
     "MAPPOTrainer": "rlox.trainer",
     "IPPOTrainer": "rlox.trainer",
     "MultiAgentVecEnv": "rlox.multiagent.envs",
+    "collect_dataset": "rlox.offline",
+    "normalized_score": "rlox.offline",
 }
 
 

@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--config", help="YAML file: config fields, or an experiment file "
                                      "(rlox.config.TrainingConfig: algorithm, env, total_timesteps, seed, "
                                      "config, logger, callbacks, wrappers, artifacts_dir, ...)")
+    tr.add_argument("--dataset", help="offline algorithms (td3_bc, iql, cql, bc): a .npz/.hdf5 dataset or a "
+                                      "local Minari id; --env is then only for evaluation and --timesteps "
+                                      "counts gradient steps")
     tr.add_argument("--save", help="write the checkpoint here after training")
     tr.add_argument("--no-preset", action="store_true", help="ignore the tuned preset for (algo, env)")
     tr.add_argument("--eval-episodes", type=int, default=0,
@@ -95,7 +98,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         data = {"config": data}  # a plain file of algorithm config fields
     exp = dict(data)
     for key, value in (("algorithm", args.algo), ("env", args.env), ("total_timesteps", args.timesteps),
-                       ("seed", args.seed), ("save_path", args.save)):
+                       ("seed", args.seed), ("save_path", args.save), ("dataset", args.dataset)):
         if value is not None:
             exp[key] = value
     exp.setdefault("algorithm", "ppo")
@@ -107,9 +110,13 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if isinstance(cfg.env, str):
         _check_env(cfg.env)
     metrics, trainer = train_from_config(cfg, return_trainer=True)
-    print(f"trained {cfg.algorithm} on {cfg.env}: {int(metrics.get('timesteps', cfg.total_timesteps))} steps, "
-          f"{int(metrics.get('episodes', 0))} episodes, mean_reward {metrics.get('mean_reward', math.nan):.2f}, "
-          f"{metrics.get('sps', math.nan):,.0f} steps/s")
+    if cfg.dataset is not None:
+        print(f"trained {cfg.algorithm} on {cfg.dataset}: {int(metrics.get('timesteps', cfg.total_timesteps))} "
+              f"gradient steps, {metrics.get('sps', math.nan):,.0f} steps/s")
+    else:
+        print(f"trained {cfg.algorithm} on {cfg.env}: {int(metrics.get('timesteps', cfg.total_timesteps))} steps, "
+              f"{int(metrics.get('episodes', 0))} episodes, mean_reward {metrics.get('mean_reward', math.nan):.2f}, "
+              f"{metrics.get('sps', math.nan):,.0f} steps/s")
     if cfg.save_path:
         print(f"saved checkpoint to {cfg.save_path}")
     if cfg.artifacts_dir:

@@ -519,6 +519,76 @@ def config_for(algorithm: str) -> type[ConfigBase]:
         raise KeyError(f"no built-in config for {algorithm!r}; known: {', '.join(sorted(CONFIGS))}") from None
 
 
+# ====================================================================== offline RL (datasets, no env steps)
+@dataclass
+class _OfflineConfig(ConfigBase):
+    """Fields every offline algorithm shares (TD3+BC, IQL, CQL, BC): one gradient step is one
+    minibatch drawn uniformly from the dataset; defaults are the papers' MuJoCo settings."""
+
+    batch_size: int = _f(256, "minibatch size", ge=1)
+    learning_rate: float = _f(3e-4, "Adam learning rate of every network", gt=0)
+    gamma: float = _f(0.99, "discount factor", ge=0, le=1)
+    tau: float = _f(0.005, "Polyak coefficient of the target networks (1: hard copy)", gt=0, le=1)
+    hidden: Any = _f(256, "hidden layer width (two layers) or a list of widths")
+    normalize_obs: bool = _f(False, "standardise observations with the dataset's mean and std (saved "
+                             "with the model, applied in predict and evaluation)")
+    steps_per_iteration: int = _f(1000, "gradient steps per training iteration (how often the logger, "
+                                  "on_update and evaluation run)", ge=1)
+
+
+@dataclass
+class TD3BCConfig(_OfflineConfig):
+    """TD3+BC (Fujimoto & Gu, 2021): TD3 whose actor loss adds a behaviour-cloning term."""
+
+    algorithm: ClassVar[str] = "td3_bc"
+    alpha: float = _f(2.5, "weight of the Q term: lambda = alpha / mean|Q| (sec. 4)", gt=0)
+    policy_delay: int = _f(2, "critic updates per actor and target update", ge=1)
+    target_noise: float = _f(0.2, "std of the target policy smoothing noise (normalised actions)", ge=0)
+    noise_clip: float = _f(0.5, "clip of the target smoothing noise (normalised actions)", ge=0)
+    normalize_obs: bool = _f(True, "standardise observations with the dataset's statistics (sec. 4)")
+
+
+@dataclass
+class IQLConfig(_OfflineConfig):
+    """Implicit Q-Learning (Kostrikov, Nair & Levine, 2021)."""
+
+    algorithm: ClassVar[str] = "iql"
+    expectile: float = _f(0.7, "expectile tau of the value loss (0.5: mean; -> 1: max over in-data actions)",
+                          gt=0, lt=1)
+    temperature: float = _f(3.0, "inverse temperature beta of the advantage weights exp(beta * A)", ge=0)
+    max_weight: float = _f(100.0, "clip of the advantage weights exp(beta * A)", gt=0)
+    normalize_obs: bool = _f(True, "standardise observations with the dataset's statistics")
+
+
+@dataclass
+class CQLConfig(_OfflineConfig):
+    """Conservative Q-Learning (Kumar et al., 2020): CQL(H) on SAC, or on a Q-network for
+    discrete actions."""
+
+    algorithm: ClassVar[str] = "cql"
+    cql_alpha: float = _f(5.0, "weight of the conservative penalty (alpha in eq. 4)", ge=0)
+    n_action_samples: int = _f(10, "random and policy actions per state in the log-sum-exp", ge=1)
+    cql_temperature: float = _f(1.0, "temperature of the log-sum-exp", gt=0)
+    target_action_gap: float | None = _f(None, "Lagrangian CQL: tune cql_alpha so the penalty stays near "
+                                         "this gap (tau in eq. 5; None: fixed cql_alpha)", gt=0, optional=True)
+    actor_learning_rate: float = _f(1e-4, "Adam learning rate of the actor (the paper's 1e-4)", gt=0)
+    auto_entropy: bool = _f(True, "tune SAC's temperature towards -act_dim")
+    ent_coef: float = _f(1.0, "initial (or fixed) SAC temperature", gt=0)
+
+
+@dataclass
+class BCConfig(_OfflineConfig):
+    """Behavioural cloning: supervised learning of the dataset's actions."""
+
+    algorithm: ClassVar[str] = "bc"
+    policy: Literal["deterministic", "gaussian"] = _f("deterministic", "continuous actions: MSE on a tanh "
+                                                      "actor, or the log-likelihood of a Gaussian one")
+    learning_rate: float = _f(1e-3, "Adam learning rate", gt=0)
+
+
+CONFIGS.update({c.algorithm: c for c in (TD3BCConfig, IQLConfig, CQLConfig, BCConfig)})
+__all__ += ["TD3BCConfig", "IQLConfig", "CQLConfig", "BCConfig"]
+
 # ====================================================================== experiments
 #: What ``TrainingConfig.logger`` / ``callbacks`` / ``wrappers`` entries may look like.
 _ENTRY_HELP = ("a name ('console'), a mapping with 'type' ({'type': 'tensorboard', 'log_dir': 'runs/x'}) "
@@ -553,6 +623,8 @@ class TrainingConfig:
                                ge=1, optional=True)
     eval_episodes: int = _f(5, "episodes per artifacts evaluation", ge=1)
     save_path: str | None = _f(None, "save the final checkpoint here", optional=True)
+    dataset: str | None = _f(None, "offline algorithms: the dataset (.npz/.hdf5 path or Minari id); env is "
+                             "then only for evaluation and total_timesteps counts gradient steps", optional=True)
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -587,7 +659,7 @@ class TrainingConfig:
         loggers = self.logger if isinstance(self.logger, list) else [] if self.logger is None else [self.logger]
         for i, entry in enumerate(loggers):
             _check_entry("TrainingConfig.logger" + (f"[{i}]" if isinstance(self.logger, list) else ""), entry)
-        for name in ("artifacts_dir", "save_path"):
+        for name in ("artifacts_dir", "save_path", "dataset"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"TrainingConfig.{name} must be a path string, got {value!r}")

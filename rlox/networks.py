@@ -32,7 +32,7 @@ from torch import nn
 
 __all__ = [
     "hidden_sizes", "mlp", "SquashedGaussianPolicy", "DeterministicPolicy", "QNetwork",
-    "TwinQNetwork", "SimpleQNetwork", "DuelingQNetwork", "LOG_STD_MIN", "LOG_STD_MAX",
+    "TwinQNetwork", "SimpleQNetwork", "DuelingQNetwork", "LOG_STD_MIN", "LOG_STD_MAX", "GaussianPolicy",
 ]
 
 # Bounds of the Gaussian log std (SAC's reference code and SB3 use the same clamp).
@@ -431,3 +431,43 @@ class DuelingQNetwork(nn.Module):
         adv = relu_mlp_forward(z, self._advantage_layers, last_activation=False)
         value = relu_mlp_forward(z, self._value_layers, last_activation=False)
         return value + adv - adv.mean(dim=-1, keepdim=True)
+
+
+class GaussianPolicy(nn.Module):
+    """A Gaussian actor whose mean lies in [-1, 1]: ``N(tanh(mlp(obs)), exp(log_std)^2)`` with a
+    state-independent ``log_std`` (IQL's actor, Kostrikov et al., 2021, and Gaussian BC). Unlike
+    ``SquashedGaussianPolicy`` the density is not squashed, so the log-likelihood of a dataset
+    action at the bounds is finite (no ``atanh(+-1)``).
+
+    ``forward(obs)`` -> ``(mean, log_std)`` [B, act_dim]; ``log_prob(obs, actions)`` -> [B];
+    ``deterministic(obs)`` -> the mean; ``sample(obs, generator)`` -> a draw clipped to [-1, 1].
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: int | Sequence[int] = 256, *,
+                 log_std_init: float = 0.0, log_std_min: float = -5.0, log_std_max: float = 2.0) -> None:
+        super().__init__()
+        self.obs_dim = _check_dim("obs_dim", obs_dim)
+        self.act_dim = _check_dim("act_dim", act_dim)
+        self.net = mlp(obs_dim, hidden, act_dim)
+        self._layers = linear_layers(self.net)
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(log_std_init)))
+        self.log_std_min, self.log_std_max = float(log_std_min), float(log_std_max)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = torch.tanh(relu_mlp_forward(obs, self._layers, last_activation=False))
+        return mean, self.log_std.clamp(self.log_std_min, self.log_std_max).expand_as(mean)
+
+    def log_prob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``log N(actions; mean(obs), std^2)`` summed over action dimensions [B]."""
+        mean, log_std = self(obs)
+        z = (actions - mean) * torch.exp(-log_std)
+        return (-0.5 * z.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * self.act_dim
+
+    def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
+        return self(obs)[0]
+
+    def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        mean, log_std = self(obs)
+        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype,
+                          device=generator.device if generator is not None else mean.device).to(mean.device)
+        return (mean + log_std.exp() * eps).clamp(-1.0, 1.0)

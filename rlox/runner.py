@@ -191,9 +191,11 @@ def build_trainer(path_or_config: Any) -> Any:
     cfg = load_config(path_or_config)
     callbacks = [_instantiate(CALLBACKS, e, f"callbacks[{i}]") for i, e in enumerate(cfg.callbacks)]
     wrappers = [_instantiate(WRAPPERS, e, f"wrappers[{i}]") for i, e in enumerate(cfg.wrappers)]
+    extra = {"dataset": cfg.dataset} if cfg.dataset is not None else {}   # offline algorithms
     return Trainer(cfg.algorithm, env=cfg.env, seed=cfg.seed, config=dict(cfg.config), callbacks=callbacks,
                    logger=build_loggers(cfg), wrappers=wrappers or None, preset=cfg.preset, device=cfg.device,
-                   artifacts_dir=cfg.artifacts_dir, eval_freq=cfg.eval_freq, eval_episodes=cfg.eval_episodes)
+                   artifacts_dir=cfg.artifacts_dir, eval_freq=cfg.eval_freq, eval_episodes=cfg.eval_episodes,
+                   **extra)
 
 
 def train_from_config(path_or_config: Any, *, return_trainer: bool = False) -> Any:

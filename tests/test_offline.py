@@ -76,7 +76,8 @@ def test_shapes_that_do_not_divide():
         rlox.OfflineDatasetBuffer(obs, next_obs, actions, rewards, terminated[:9], truncated)
     with pytest.raises(ValueError, match="at least one transition"):
         rlox.OfflineDatasetBuffer([], [], [], [], [], [])
-    with pytest.raises(ValueError, match="rewards must be finite"):
+    with pytest.raises(ValueError, match=r"rewards holds a non-finite value \(nan\) at transition 0 "
+                                         r"\(10 transitions affected\)"):
         rlox.OfflineDatasetBuffer(obs, next_obs, actions, np.full(10, np.nan), terminated,
                                   truncated)
 

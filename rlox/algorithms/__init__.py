@@ -25,6 +25,11 @@ _MODULES = {
     "DQN": "dqn",
     "MAPPO": "mappo",
     "IPPO": "ippo",
+    "OfflineAlgorithm": "offline",
+    "TD3BC": "td3_bc",
+    "IQL": "iql",
+    "CQL": "cql",
+    "BC": "bc",
 }
 
 __all__ = list(_MODULES)

@@ -429,16 +429,7 @@ class Algorithm(abc.ABC):
             path: the checkpoint.
             env_id: env to attach; default: the one recorded in the checkpoint.
         """
-        ckpt = safe_torch_load(path)
-        if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-            raise CheckpointError(f"{str(path)!r} is not an rlox checkpoint (no '{CHECKPOINT_FORMAT}' "
-                                  f"header); it may be a bare state_dict or another library's file")
-        if int(ckpt.get("version", 0)) > CHECKPOINT_VERSION:
-            raise CheckpointError(f"{str(path)!r} has checkpoint version {ckpt['version']}, newer than "
-                                  f"this rlox understands ({CHECKPOINT_VERSION}); upgrade rlox")
-        if ckpt.get("algorithm") != cls.name:
-            raise CheckpointError(f"{str(path)!r} holds a {ckpt.get('algorithm')!r} model, not {cls.name!r}; "
-                                  f"load it with that algorithm")
+        ckpt = cls._read_checkpoint(path)
         if env_id is None:
             env_id = ckpt["env_id"]
             if not _resolvable(env_id):
@@ -452,6 +443,21 @@ class Algorithm(abc.ABC):
                    **ckpt["config"])
         algo._restore(ckpt)
         return algo
+
+    @classmethod
+    def _read_checkpoint(cls, path: str | Path) -> dict[str, Any]:
+        """``save``'s file as a dict, after checking its header, version and algorithm."""
+        ckpt = safe_torch_load(path)
+        if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointError(f"{str(path)!r} is not an rlox checkpoint (no '{CHECKPOINT_FORMAT}' "
+                                  f"header); it may be a bare state_dict or another library's file")
+        if int(ckpt.get("version", 0)) > CHECKPOINT_VERSION:
+            raise CheckpointError(f"{str(path)!r} has checkpoint version {ckpt['version']}, newer than "
+                                  f"this rlox understands ({CHECKPOINT_VERSION}); upgrade rlox")
+        if ckpt.get("algorithm") != cls.name:
+            raise CheckpointError(f"{str(path)!r} holds a {ckpt.get('algorithm')!r} model, not {cls.name!r}; "
+                                  f"load it with that algorithm")
+        return ckpt
 
     def _restore(self, ckpt: Mapping[str, Any]) -> None:
         c = ckpt["counters"]

@@ -28,7 +28,18 @@ from rlox.optim import make_adam, polyak_update
 from rlox.config import SACConfig
 from rlox.networks import SquashedGaussianPolicy, TwinQNetwork
 
-__all__ = ["SAC"]
+__all__ = ["SAC", "soft_td_target"]
+
+
+@torch.no_grad()
+def soft_td_target(actor: SquashedGaussianPolicy, critic_target: torch.nn.Module, rewards: torch.Tensor,
+                   not_done: torch.Tensor, next_obs: torch.Tensor, alpha: torch.Tensor, *, gamma: float,
+                   generator: torch.Generator) -> torch.Tensor:
+    """SAC's soft target [B] (shared with CQL): ``r + gamma * not_done * (min_i Q'_i(s', a') -
+    alpha * log pi(a'|s'))`` with ``a' ~ pi(.|s')``."""
+    next_actions, next_log_prob = actor.sample(next_obs, generator)
+    next_q = critic_target(next_obs, next_actions).min(0).values - alpha * next_log_prob
+    return rewards + not_done * gamma * next_q
 
 
 class SAC(OffPolicyAlgorithm):
@@ -153,9 +164,8 @@ class SAC(OffPolicyAlgorithm):
         """The soft TD target [B]: ``r + gamma * (1 - terminated) * (min_i Q'_i(s', a') - alpha *
         log pi(a'|s'))`` with ``a' ~ pi(.|s')`` (``not_done`` = 1 - terminated: a truncated step
         still bootstraps, from its true final observation ``s'``)."""
-        next_actions, next_log_prob = self.actor.sample(next_obs, self.torch_gen)
-        next_q = self.critic_target(next_obs, next_actions).min(0).values - alpha * next_log_prob
-        return rewards + not_done * self.config.gamma * next_q
+        return soft_td_target(self.actor, self.critic_target, rewards, not_done, next_obs, alpha,
+                              gamma=self.config.gamma, generator=self.torch_gen)
 
     def _schedule_metrics(self) -> dict[str, float]:
         return {"train/ent_coef": float(self.log_alpha.detach().exp())}

@@ -27,7 +27,20 @@ from rlox.config import TD3Config
 from rlox.exploration import Exploration, GaussianNoise, OrnsteinUhlenbeckNoise
 from rlox.networks import DeterministicPolicy, TwinQNetwork
 
-__all__ = ["TD3"]
+__all__ = ["TD3", "td3_target"]
+
+
+@torch.no_grad()
+def td3_target(actor_target: torch.nn.Module, critic_target: torch.nn.Module, rewards: torch.Tensor,
+               not_done: torch.Tensor, next_obs: torch.Tensor, *, gamma: float, target_noise: float,
+               noise_clip: float, generator: torch.Generator) -> torch.Tensor:
+    """TD3's target [B] (shared with TD3+BC): ``r + gamma * not_done * min_i Q'_i(s', a')``, with the
+    smoothed target action ``a' = clip(pi'(s') + clip(N(0, target_noise^2), -noise_clip, noise_clip), -1, 1)``."""
+    next_actions = actor_target(next_obs)
+    noise = torch.randn(next_actions.shape, generator=generator).to(next_actions.device) * target_noise
+    next_actions = (next_actions + noise.clamp(-noise_clip, noise_clip)).clamp(-1.0, 1.0)
+    next_q = critic_target(next_obs, next_actions).min(0).values
+    return rewards + not_done * gamma * next_q
 
 
 class TD3(OffPolicyAlgorithm):
@@ -109,11 +122,8 @@ class TD3(OffPolicyAlgorithm):
         """The TD target [B]: ``r + gamma * (1 - terminated) * min_i Q'_i(s', a')`` with the smoothed
         target action ``a' = clip(pi'(s') + clip(N(0, target_noise^2), -noise_clip, noise_clip), -1, 1)``."""
         cfg = self.config
-        next_actions = self.actor_target(next_obs)
-        noise = torch.randn(next_actions.shape, generator=self.torch_gen).to(next_actions.device) * cfg.target_noise
-        next_actions = (next_actions + noise.clamp(-cfg.noise_clip, cfg.noise_clip)).clamp(-1.0, 1.0)
-        next_q = self.critic_target(next_obs, next_actions).min(0).values
-        return rewards + not_done * cfg.gamma * next_q
+        return td3_target(self.actor_target, self.critic_target, rewards, not_done, next_obs, gamma=cfg.gamma,
+                          target_noise=cfg.target_noise, noise_clip=cfg.noise_clip, generator=self.torch_gen)
 
     def export_policy(self) -> dict[str, Any] | None:
         # The actor acts in [-1, 1]; a last diagonal Linear maps it onto the env's bounds exactly.

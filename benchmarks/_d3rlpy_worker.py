@@ -1,0 +1,82 @@
+"""d3rlpy side of benchmarks/bench_offline.py; runs inside the bench's own venv (d3rlpy 2.8.1
+pins gymnasium 1.0.0). Reads a JSON job on argv[1], prints one JSON line of results.
+
+Job: {"mode": "throughput"|"learn", "algo": "td3_bc"|"iql"|"cql"|"bc", "npz": path, "steps": int,
+      "hidden": int, "batch_size": int, "seed": int, "env": id (learn), "episodes": int (learn),
+      "low": [...], "high": [...] (action bounds)}
+"""
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+
+
+def make(job, low, high):
+    import d3rlpy
+    from d3rlpy.models.encoders import VectorEncoderFactory
+    from d3rlpy.preprocessing import MinMaxActionScaler, StandardObservationScaler
+
+    enc = VectorEncoderFactory(hidden_units=[job["hidden"], job["hidden"]])
+    common = dict(batch_size=job["batch_size"],
+                  action_scaler=MinMaxActionScaler(minimum=low, maximum=high))
+    algo = job["algo"]
+    if algo == "td3_bc":   # TD3+BC normalises observations (as rlox's normalize_obs=True)
+        cfg = d3rlpy.algos.TD3PlusBCConfig(actor_encoder_factory=enc, critic_encoder_factory=enc, alpha=2.5,
+                                           actor_learning_rate=3e-4, critic_learning_rate=3e-4,
+                                           observation_scaler=StandardObservationScaler(), **common)
+    elif algo == "iql":
+        cfg = d3rlpy.algos.IQLConfig(actor_encoder_factory=enc, critic_encoder_factory=enc,
+                                     value_encoder_factory=enc, expectile=0.7, weight_temp=3.0, max_weight=100.0,
+                                     actor_learning_rate=3e-4, critic_learning_rate=3e-4,
+                                     observation_scaler=StandardObservationScaler(), **common)
+    elif algo == "cql":    # d3rlpy's CQL is Lagrangian by default (alpha_threshold 10)
+        cfg = d3rlpy.algos.CQLConfig(actor_encoder_factory=enc, critic_encoder_factory=enc, conservative_weight=5.0,
+                                     n_action_samples=10, alpha_threshold=10.0, actor_learning_rate=1e-4,
+                                     critic_learning_rate=3e-4, **common)
+    elif algo == "bc":
+        cfg = d3rlpy.algos.BCConfig(encoder_factory=enc, learning_rate=1e-3, policy_type="deterministic", **common)
+    else:
+        raise SystemExit(f"unknown algo {algo}")
+    return cfg.create(device="cpu:0")
+
+
+def main():
+    job = json.loads(sys.argv[1])
+    torch.set_num_threads(1)
+    import d3rlpy
+    from d3rlpy.dataset import MDPDataset
+    from d3rlpy.logging import NoopAdapterFactory
+
+    d3rlpy.seed(job["seed"])
+    z = np.load(job["npz"])
+    ds = MDPDataset(z["observations"], z["actions"], z["rewards"], z["terminals"], timeouts=z["timeouts"])
+    low, high = np.asarray(job["low"], np.float32), np.asarray(job["high"], np.float32)
+    algo = make(job, low, high)
+    algo.build_with_dataset(ds)
+    t0 = time.perf_counter()
+    algo.fit(ds, n_steps=job["steps"], n_steps_per_epoch=job["steps"], show_progress=False, save_interval=10**9,
+             logger_adapter=NoopAdapterFactory())
+    elapsed = time.perf_counter() - t0
+    out = {"steps_per_s": job["steps"] / elapsed, "seconds": elapsed, "d3rlpy": d3rlpy.__version__}
+    if job["mode"] == "learn":
+        import gymnasium as gym
+
+        env = gym.make(job["env"])
+        returns = []
+        for ep in range(job["episodes"]):
+            obs, _ = env.reset(seed=1000 + ep)
+            done, total = False, 0.0
+            while not done:
+                a = algo.predict(np.asarray(obs, np.float32)[None])[0]
+                obs, r, term, trunc, _ = env.step(a)
+                total += float(r)
+                done = term or trunc
+            returns.append(total)
+        out["returns"] = returns
+    print("RESULT " + json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
