@@ -1001,3 +1001,20 @@ def test_guide_checkpoint_security(in_tmp):
 
 # Samples whose features have not landed yet live in tests/guide_pending.py (not collected);
 # each moves back here, unchanged, when its feature lands.
+
+
+# ---------------------------------------------------------------- Trainer: IMPALA
+def test_guide_trainer_impala():
+    from rlox import Trainer, IMPALATrainer  # noqa: F401
+
+    trainer = IMPALATrainer(
+        env="CartPole-v1",
+        n_actors=8,
+        seed=42,
+    )
+    metrics = trainer.train(total_timesteps=4_000)      # guide: 1_000_000
+    assert np.isfinite(metrics["mean_reward"])
+    obs = np.zeros(4, dtype=np.float32)
+    impala = trainer
+    action = impala.predict(obs)                        # "IMPALA/MAPPO: also support predict()"
+    assert action is not None

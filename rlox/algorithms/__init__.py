@@ -23,6 +23,7 @@ _MODULES = {
     "SAC": "sac",
     "TD3": "td3",
     "DQN": "dqn",
+    "IMPALA": "impala",
 }
 
 __all__ = list(_MODULES)
