@@ -695,6 +695,7 @@ class IMPALA(Algorithm):
         self.policy_version = 0
         self.actor_restarts = 0           # over the model's life (per call: actors/restarts)
         self.backend: Any = None
+        self.actor_nodes: list[str] = []
         self.trajectories_per_batch = cfg.batch_size // (cfg.unroll_length * cfg.envs_per_actor)
 
     # ------------------------------------------------------------------ spaces and inference
@@ -730,6 +731,7 @@ class IMPALA(Algorithm):
         except BaseException:
             backend.close()
             raise
+        self.actor_nodes = list(getattr(backend, "nodes", []))   # Ray: the node each actor runs on
         return backend
 
     def train(self, total_timesteps: int | None = None, *, resume: bool = False) -> dict[str, Any]:
