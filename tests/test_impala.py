@@ -113,6 +113,19 @@ def test_local_actor_dies_or_hangs_and_is_restarted(sig, timeout, steps):
         os.kill(cb.pid, 0)
 
 
+def test_exception_in_an_actor_env_restarts_the_actor(tmp_path):
+    import gymnasium as gym
+    from gymnasium.envs.registration import EnvSpec
+
+    spec = EnvSpec("CrashOnce-v0", entry_point="tests._impala_envs:CrashOnce", max_episode_steps=500,
+                   kwargs={"marker": str(tmp_path / "crashed")})
+    algo = IMPALA(gym.make(spec), seed=0, n_workers=2, **TINY)     # actors rebuild it from its spec
+    with pytest.warns(ActorRestartWarning, match=r"(?s)exception in the actor.*CrashOnce: simulated env failure"):
+        m = algo.train(total_timesteps=640)
+    assert m["timesteps"] == 640 and m["restarts"] == 1
+    assert (tmp_path / "crashed").exists()
+
+
 def test_env_that_fails_inside_an_actor_reaches_the_user_once():
     from rlox.plugins import ENV_REGISTRY
 
