@@ -48,7 +48,15 @@ class _KillRayActor(Callback):
     def on_update(self, metrics):
         if not self.done:
             self.done = True
-            ray.kill(self.algo.backend.actors[0])
+            actor = self.algo.backend.actors[0]
+            ray.kill(actor)
+            deadline = time.monotonic() + 60           # wait until Ray reports it dead (slow under load)
+            while time.monotonic() < deadline:
+                try:
+                    ray.get(actor.pid.remote(), timeout=5)
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    break
+                time.sleep(0.1)
         return True
 
 
@@ -64,3 +72,22 @@ def test_ray_actors_on_two_nodes_survive_a_killed_actor(cluster):
     assert np.isfinite(m["loss"]) and m["episodes"] > 0
     assert algo.backend is None and time.monotonic() - t0 < 300
     assert algo.predict(np.zeros(4, np.float32)) in (0, 1)
+
+
+def test_ray_actor_that_cannot_build_its_env_reaches_the_user_once(cluster):
+    import gymnasium as gym
+
+    from rlox.plugins import ENV_REGISTRY
+
+    # Registered in this (driver) process only: the Ray workers import rlox without it.
+    ENV_REGISTRY.register("ImpalaDriverOnly-v0", lambda: gym.make("CartPole-v1"))
+    try:
+        algo = IMPALA("ImpalaDriverOnly-v0", backend="ray", ray_address=cluster.address, n_actors=1,
+                      ray_actor_cpus=1, envs_per_actor=2, unroll_length=8, batch_size=16)
+        with pytest.raises(RuntimeError, match=r"(?s)Ray actor failed to start.*could not build env "
+                                               r"'ImpalaDriverOnly-v0'.*File .*unknown env") as info:
+            algo.train(total_timesteps=32)
+        assert str(info.value).count("failed to start") == 1 and "\x1b[" not in str(info.value)
+        assert algo.backend is None
+    finally:
+        ENV_REGISTRY.unregister("ImpalaDriverOnly-v0")

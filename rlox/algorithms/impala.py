@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import time
 import traceback
@@ -514,7 +515,8 @@ class _RayBackend:
         try:   # construction errors (the env cannot be built) surface here, once
             self.nodes = ray.get([a.node_id.remote() for a in self.actors], timeout=max(self.timeout, 60.0))
         except ray.exceptions.RayActorError as exc:
-            raise RuntimeError(f"IMPALA Ray actor failed to start: {exc}") from None
+            text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))      # Ray colours its tracebacks
+            raise RuntimeError(f"IMPALA Ray actor failed to start: {text}") from None
         except ray.exceptions.GetTimeoutError:
             raise RuntimeError(f"IMPALA Ray actors did not start within {max(self.timeout, 60.0):g} s; the cluster "
                                f"may lack CPUs for {self.n_actors} actors (set ray_actor_cpus lower)") from None
