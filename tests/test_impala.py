@@ -190,6 +190,17 @@ def test_cli_trains_impala(tmp_path):
 
 def test_impala_learns_cartpole():
     # Thread backend: deterministic, no process start-up; the V-trace learner is the same.
-    algo = IMPALA("CartPole-v1", seed=0, backend="thread", n_actors=4)
+    algo = IMPALA("CartPole-v1", seed=0, backend="thread", n_actors=4, batch_size=512, anneal_lr=False)
     m = algo.train(total_timesteps=40_960)
     assert m["mean_reward"] > 100, m["mean_reward"]          # random play: about 22
+
+
+def test_continuous_actions_gymnasium_env():
+    # Pendulum (Box actions) through a gymnasium env object: actors rebuild it from its spec.
+    import gymnasium as gym
+
+    algo = IMPALA(gym.make("Pendulum-v1"), seed=0, backend="thread", **TINY)
+    m = algo.train(total_timesteps=64)
+    assert m["timesteps"] == 64 and np.isfinite(m["loss"])
+    action = algo.predict(np.zeros(3, np.float32), deterministic=True)
+    assert action.shape == (1,) and -2.0 <= float(action[0]) <= 2.0

@@ -125,7 +125,8 @@ class _Actor:
         with torch.inference_mode():
             for t in range(T):
                 out["obs"][t] = obs
-                actions, log_probs, _ = policy.act(torch.from_numpy(obs), False, self.generator, with_value=False)
+                flat = torch.from_numpy(obs).reshape(self.n_envs, -1)      # the policy sees flat observations
+                actions, log_probs, _ = policy.act(flat, False, self.generator, with_value=False)
                 a = actions.numpy()
                 out["actions"][t] = a.reshape(out["actions"].shape[1:])
                 out["behaviour_log_probs"][t] = log_probs.numpy()
@@ -141,7 +142,8 @@ class _Actor:
                     cut = np.flatnonzero(truncated & ~terminated)
                     if cut.size:
                         final = step["terminal_obs"].reshape(self.n_envs, *self.obs_shape)[cut]
-                        v_final = policy.get_value(torch.from_numpy(np.ascontiguousarray(final, np.float32)))
+                        v_final = policy.get_value(torch.from_numpy(np.ascontiguousarray(final, np.float32))
+                                                   .reshape(cut.size, -1))
                         rewards = rewards.copy()
                         rewards[cut] += self.gamma * v_final.numpy()
                     ended = np.flatnonzero(done)
