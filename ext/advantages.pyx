@@ -271,3 +271,102 @@ def compute_vtrace(log_rhos, rewards, values, dones, bootstrap_value, gamma, rho
         with nogil:
             _vtrace[double](&lr64[0], &r64[0], &v64[0], &d64[0], bv, nn, g, rb, cb, &vs64[0], &pg64[0])
     return vs, pg
+
+
+# ------------------------------------------------------------------------- batched V-trace
+cdef void _vtrace_col(const floating_t* log_rhos, const floating_t* r, const floating_t* v,
+                      const floating_t* d, floating_t bootstrap, Py_ssize_t n, Py_ssize_t stride,
+                      floating_t gamma, floating_t rho_bar, floating_t c_bar, floating_t* vs,
+                      floating_t* pg_adv) noexcept nogil:
+    """One column of time-major [T, N] arrays (element t at offset t * stride): the same two
+    backward passes as ``_vtrace``. IN log_rhos, r, v, d; OUT vs, pg_adv."""
+    cdef Py_ssize_t t, o
+    cdef floating_t rho, clipped_rho, c, discount, next_v = bootstrap, delta, acc = 0, next_vs
+    for t in range(n - 1, -1, -1):
+        o = t * stride
+        rho = exp(log_rhos[o])
+        clipped_rho = rho if rho < rho_bar else rho_bar
+        c = rho if rho < c_bar else c_bar
+        discount = gamma * (1 - d[o])
+        delta = clipped_rho * (r[o] + discount * next_v - v[o])
+        acc = delta + discount * c * acc
+        vs[o] = v[o] + acc
+        next_v = v[o]
+    next_vs = bootstrap
+    for t in range(n - 1, -1, -1):
+        o = t * stride
+        rho = exp(log_rhos[o])
+        clipped_rho = rho if rho < rho_bar else rho_bar
+        discount = gamma * (1 - d[o])
+        pg_adv[o] = clipped_rho * (r[o] + discount * next_vs - v[o])
+        next_vs = vs[o]
+
+
+cdef void _vtrace_cols(const floating_t* lr, const floating_t* r, const floating_t* v,
+                       const floating_t* d, const floating_t* boot, Py_ssize_t T, Py_ssize_t N,
+                       floating_t gamma, floating_t rho_bar, floating_t c_bar, floating_t* vs,
+                       floating_t* pg, int n_threads) noexcept nogil:
+    """Columns are independent trajectories: prange over them (serial below the threshold)."""
+    cdef Py_ssize_t j
+    if n_threads <= 1 or N < 2 or N * T < PARALLEL_MIN_STEPS:
+        for j in range(N):
+            _vtrace_col(lr + j, r + j, v + j, d + j, boot[j], T, N, gamma, rho_bar, c_bar, vs + j, pg + j)
+    else:
+        for j in prange(N, nogil=True, schedule="static", num_threads=n_threads):
+            _vtrace_col(lr + j, r + j, v + j, d + j, boot[j], T, N, gamma, rho_bar, c_bar, vs + j, pg + j)
+
+
+def compute_vtrace_batched(log_rhos, rewards, values, dones, bootstrap_values, gamma, rho_bar=1.0,
+                           c_bar=1.0):
+    """V-trace for N trajectories at once (Espeholt et al. 2018, eq. 1 and the pg advantage).
+
+    log_rhos = log pi(a|x) - log mu(a|x), rewards, values, dones: time-major [T, N] (column j is
+    trajectory j); bootstrap_values: [N], V(x_T) of each column. Returns (vs, pg_advantages),
+    each [T, N], float32 when every array input is float32, otherwise float64. dones[t, j] == 1
+    zeroes the discount after step t of column j. Threads split columns (prange), so results
+    are identical at any thread count.
+    """
+    cdef double g = float(gamma), rb = float(rho_bar), cb = float(c_bar)
+    _check_rate(g, "gamma")
+    if not isfinite(rb) or rb <= 0:
+        raise ValueError(f"rho_bar must be a finite number > 0, got {rb}")
+    if not isfinite(cb) or cb <= 0:
+        raise ValueError(f"c_bar must be a finite number > 0, got {cb}")
+    arrays = [np.asarray(a) for a in (log_rhos, rewards, values, dones, bootstrap_values)]
+    all_f32 = all(a.dtype == np.float32 for a in arrays)
+    dtype = np.float32 if all_f32 else np.float64
+    names = ("log_rhos", "rewards", "values", "dones", "bootstrap_values")
+    lr, r, v, d, boot = [_real(a, nm, dtype) for a, nm in zip(arrays, names)]
+    if lr.ndim != 2:
+        raise ValueError(f"log_rhos must be 2-D time-major [T, N], got shape {lr.shape}; for one "
+                         f"trajectory use compute_vtrace or reshape it to (T, 1)")
+    if r.shape != lr.shape or v.shape != lr.shape or d.shape != lr.shape:
+        raise ValueError(f"log_rhos, rewards, values and dones must have the same shape [T, N]; got "
+                         f"{lr.shape}, {r.shape}, {v.shape} and {d.shape}")
+    cdef Py_ssize_t T = lr.shape[0], N = lr.shape[1], j
+    if boot.shape != (N,):
+        raise ValueError(f"bootstrap_values has shape {boot.shape}, expected ({N},): one V(x_T) per "
+                         f"column of the [T, N] = {lr.shape} inputs")
+    if not np.isfinite(boot).all():
+        j = int(np.flatnonzero(~np.isfinite(boot))[0])
+        raise ValueError(f"bootstrap_values must be finite, got {boot[j]} at index {j}")
+    vs = np.empty((T, N), dtype=dtype)
+    pg = np.empty((T, N), dtype=dtype)
+    if T == 0 or N == 0:
+        return vs, pg
+    cdef void* lp = cnp.PyArray_DATA(lr)
+    cdef void* rp = cnp.PyArray_DATA(r)
+    cdef void* vp = cnp.PyArray_DATA(v)
+    cdef void* dp = cnp.PyArray_DATA(d)
+    cdef void* bp = cnp.PyArray_DATA(boot)
+    cdef void* sp = cnp.PyArray_DATA(vs)
+    cdef void* gp = cnp.PyArray_DATA(pg)
+    cdef bint f32 = all_f32
+    with nogil:
+        if f32:
+            _vtrace_cols[float](<float*>lp, <float*>rp, <float*>vp, <float*>dp, <float*>bp, T, N,
+                                <float>g, <float>rb, <float>cb, <float*>sp, <float*>gp, _num_threads)
+        else:
+            _vtrace_cols[double](<double*>lp, <double*>rp, <double*>vp, <double*>dp, <double*>bp, T, N,
+                                 g, rb, cb, <double*>sp, <double*>gp, _num_threads)
+    return vs, pg

@@ -41,6 +41,7 @@ _LAZY: dict[str, str] = {
     "MultiAgentVecEnv": "rlox.multiagent.envs",
     "collect_dataset": "rlox.offline",
     "normalized_score": "rlox.offline",
+    "IMPALATrainer": "rlox.trainer",
 }
 
 

@@ -728,3 +728,61 @@ def _number(value: Any) -> Any:
 
 
 __all__ += ["TrainingConfig"]
+
+
+# ====================================================================== distributed
+@dataclass
+class IMPALAConfig(ConfigBase):
+    """IMPALA with V-trace (Espeholt et al., 2018): actors collect, one learner corrects and learns.
+
+    Sizes: each of ``n_actors`` actors steps ``envs_per_actor`` envs and sends trajectories of
+    ``unroll_length`` steps; a learner batch holds ``batch_size`` env steps, i.e.
+    ``batch_size // (unroll_length * envs_per_actor)`` actor trajectories.
+    """
+
+    algorithm: ClassVar[str] = "impala"
+    n_actors: int = _f(8, "actors, each with its own envs and its own copy of the policy", ge=1)
+    envs_per_actor: int = _f(4, "envs each actor steps together (one vector env per actor)", ge=1)
+    unroll_length: int = _f(32, "steps per trajectory an actor sends (T)", ge=1)
+    batch_size: int = _f(2048, "env steps per learner update; a multiple of unroll_length * envs_per_actor", ge=1)
+    learning_rate: float = _f(1e-3, "learning rate", gt=0)
+    anneal_lr: bool = _f(True, "decay the learning rate linearly to 0 over the run")
+    optimizer: Literal["adam", "rmsprop"] = _f("adam", "optimizer (the paper: RMSProp, alpha 0.99)")
+    optimizer_eps: float = _f(1e-5, "Adam/RMSProp epsilon", gt=0)
+    gamma: float = _f(0.99, "discount factor", ge=0, le=1)
+    rho_bar: float = _f(1.0, "V-trace truncation of the importance weights in the targets and pg", gt=0)
+    c_bar: float = _f(1.0, "V-trace truncation of the trace coefficients c_t", gt=0)
+    vf_coef: float = _f(0.5, "baseline (value) loss coefficient", ge=0)
+    ent_coef: float = _f(0.01, "entropy bonus coefficient", ge=0)
+    max_grad_norm: float = _f(40.0, "global gradient-norm clip (the paper: 40; <= 0: off)")
+    hidden: Any = _f(64, "hidden layer width (two layers) or a list of widths")
+    activation: Literal["tanh", "relu"] = _f("tanh", "hidden activation")
+    ortho_init: bool = _f(True, "orthogonal initialisation (gain sqrt(2), 0.01 policy head, 1 value head)")
+    log_std_init: float = _f(0.0, "initial log std of continuous (Gaussian) policies")
+    backend: Literal["local", "thread", "ray"] = _f("local", "where actors run: 'local' (processes on this "
+                                                    "machine), 'thread' (in the learner's thread), 'ray'")
+    n_workers: int | None = _f(None, "local backend: actor processes (None: min(n_actors, CPU cores)); "
+                               "actors are shared out over them", ge=1, optional=True)
+    ray_address: str | None = _f(None, "ray backend: cluster to join ('auto', 'host:port'; None: start a "
+                                 "local Ray instance)", optional=True)
+    ray_actor_cpus: float | None = _f(None, "ray backend: CPUs reserved per actor (None: the cluster's "
+                                      "CPUs / n_actors, at most 1)", gt=0, optional=True)
+    actor_timeout: float = _f(60.0, "seconds the learner waits for any trajectory before it restarts "
+                              "silent actors", gt=0)
+    max_actor_restarts: int = _f(20, "actor restarts allowed per train() call before giving up", ge=0)
+
+    def validate(self) -> None:
+        super().validate()
+        per = self.unroll_length * self.envs_per_actor
+        if self.batch_size % per != 0:
+            lo = max(per, self.batch_size // per * per)
+            raise ValueError(f"IMPALAConfig.batch_size = {self.batch_size} is not a multiple of unroll_length * "
+                             f"envs_per_actor = {self.unroll_length} * {self.envs_per_actor} = {per}; a batch "
+                             f"is made of whole trajectories: use batch_size={lo} or {lo + per}")
+        if self.ray_address is not None and not (isinstance(self.ray_address, str) and self.ray_address):
+            raise ValueError(f"IMPALAConfig.ray_address must be None, 'auto' or 'host:port', got "
+                             f"{self.ray_address!r}")
+
+
+CONFIGS["impala"] = IMPALAConfig
+__all__ += ["IMPALAConfig"]

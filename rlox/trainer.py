@@ -21,6 +21,7 @@ from rlox.presets import merge_preset
 __all__ = ["Trainer", "trainer_for", "TRAINERS", "PPOTrainer", "A2CTrainer", "VPGTrainer", "TRPOTrainer",
            "SACTrainer", "TD3Trainer", "DQNTrainer",
            "MAPPOTrainer", "IPPOTrainer"]
+           "SACTrainer", "TD3Trainer", "DQNTrainer", "IMPALATrainer"]
 
 
 def resolve_algorithm(name: str) -> type:
@@ -245,3 +246,7 @@ TD3Trainer = trainer_for("td3")
 DQNTrainer = trainer_for("dqn")
 MAPPOTrainer = trainer_for("mappo")
 IPPOTrainer = trainer_for("ippo")
+IMPALATrainer = trainer_for("impala")
+
+# Every named trainer defined above (one trainer_for line per algorithm).
+__all__ = ["Trainer", "trainer_for", "TRAINERS", *(cls.__name__ for cls in TRAINERS.values())]

@@ -1058,3 +1058,15 @@ def test_guide_trainer_mappo():
     )
     metrics = trainer.train(total_timesteps=2_000)      # guide: 500_000
     assert np.isfinite(metrics["mean_reward"])
+# ---------------------------------------------------------------- Trainer: IMPALA
+def test_guide_trainer_impala():
+    from rlox import Trainer, IMPALATrainer  # noqa: F401
+
+    trainer = IMPALATrainer(
+        env="CartPole-v1",
+        n_actors=8,
+    metrics = trainer.train(total_timesteps=4_000)      # guide: 1_000_000
+    obs = np.zeros(4, dtype=np.float32)
+    impala = trainer
+    action = impala.predict(obs)                        # "IMPALA/MAPPO: also support predict()"
+    assert action is not None

@@ -30,6 +30,7 @@ _MODULES = {
     "IQL": "iql",
     "CQL": "cql",
     "BC": "bc",
+    "IMPALA": "impala",
 }
 
 __all__ = list(_MODULES)

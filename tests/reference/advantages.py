@@ -33,3 +33,19 @@ def vtrace(log_rhos, rewards, values, dones, bootstrap_value, gamma, rho_bar, c_
     vs_next = vs[1:] + [bootstrap_value]
     pg = [min(rho_bar, rhos[t]) * (rewards[t] + disc[t] * vs_next[t] - values[t]) for t in range(n)]
     return vs, pg
+
+
+def vtrace_batched(log_rhos, rewards, values, dones, bootstrap_values, gamma, rho_bar, c_bar):
+    """Batched V-trace oracle: ``vtrace`` on each column of time-major [T, N] arrays."""
+    import numpy as np
+
+    log_rhos, rewards, values, dones = (np.asarray(a, dtype=np.float64) for a in
+                                        (log_rhos, rewards, values, dones))
+    T, N = log_rhos.shape
+    vs = np.zeros((T, N))
+    pg = np.zeros((T, N))
+    for j in range(N):
+        col_vs, col_pg = vtrace(log_rhos[:, j], rewards[:, j], values[:, j], dones[:, j],
+                                float(bootstrap_values[j]), gamma, rho_bar, c_bar)
+        vs[:, j], pg[:, j] = col_vs, col_pg
+    return vs, pg

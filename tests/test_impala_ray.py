@@ -1,0 +1,93 @@
+"""IMPALA on a real two-node Ray cluster on this machine (head + a second node, started with
+``ray.cluster_utils.Cluster``): actors placed on both nodes, a killed actor restarted.
+
+One cluster for the whole module (each Ray start costs seconds and ~0.5 GB); skipped where
+Ray is not installed (``pip install 'rlox[distributed]'``; ``make test`` installs it).
+"""
+import os
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from rlox.algorithms.impala import IMPALA, ActorRestartWarning  # noqa: E402
+from rlox.callbacks import Callback  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    tmp = tempfile.mkdtemp(prefix="rlox-ray-", dir="/tmp")     # short: Ray's socket paths must fit
+    saved = {k: os.environ.get(k) for k in ("RAY_TMPDIR", "RAY_AUTH_MODE")}
+    os.environ["RAY_TMPDIR"] = tmp
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    c.add_node(num_cpus=1)
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+class _KillRayActor(Callback):
+    def __init__(self):
+        super().__init__()
+        self.done = False
+
+    def on_update(self, metrics):
+        if not self.done:
+            self.done = True
+            actor = self.algo.backend.actors[0]
+            ray.kill(actor)
+            deadline = time.monotonic() + 60           # wait until Ray reports it dead (slow under load)
+            while time.monotonic() < deadline:
+                try:
+                    ray.get(actor.pid.remote(), timeout=5)
+                except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                    break
+                time.sleep(0.1)
+        return True
+
+
+def test_ray_actors_on_two_nodes_survive_a_killed_actor(cluster):
+    # One CPU per node and one CPU per actor: the two actors must land on different nodes.
+    algo = IMPALA("CartPole-v1", seed=0, backend="ray", ray_address=cluster.address, n_actors=2, ray_actor_cpus=1,
+                  envs_per_actor=2, unroll_length=16, batch_size=64, callbacks=[_KillRayActor()])
+    t0 = time.monotonic()
+    with pytest.warns(ActorRestartWarning, match="Ray actor 0 restarted"):
+        m = algo.train(total_timesteps=1_280)
+    assert len(set(algo.actor_nodes)) == 2 == len({n["NodeID"] for n in ray.nodes() if n["Alive"]})
+    assert m["timesteps"] == 1_280 and m["restarts"] >= 1 and m["policy_version"] == 20
+    assert np.isfinite(m["loss"]) and m["episodes"] > 0
+    assert algo.backend is None and time.monotonic() - t0 < 300
+    assert algo.predict(np.zeros(4, np.float32)) in (0, 1)
+
+
+def test_ray_actor_that_cannot_build_its_env_reaches_the_user_once(cluster):
+    import gymnasium as gym
+
+    from rlox.plugins import ENV_REGISTRY
+
+    # Registered in this (driver) process only: the Ray workers import rlox without it.
+    ENV_REGISTRY.register("ImpalaDriverOnly-v0", lambda: gym.make("CartPole-v1"))
+    try:
+        algo = IMPALA("ImpalaDriverOnly-v0", backend="ray", ray_address=cluster.address, n_actors=1,
+                      ray_actor_cpus=1, envs_per_actor=2, unroll_length=8, batch_size=16)
+        with pytest.raises(RuntimeError, match=r"(?s)Ray actor failed to start.*could not build env "
+                                               r"'ImpalaDriverOnly-v0'.*File .*unknown env") as info:
+            algo.train(total_timesteps=32)
+        assert str(info.value).count("failed to start") == 1 and "\x1b[" not in str(info.value)
+        assert algo.backend is None
+    finally:
+        ENV_REGISTRY.unregister("ImpalaDriverOnly-v0")
