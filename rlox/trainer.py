@@ -18,10 +18,6 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from rlox.presets import merge_preset
 
-__all__ = ["Trainer", "trainer_for", "TRAINERS", "PPOTrainer", "A2CTrainer", "VPGTrainer", "TRPOTrainer",
-           "SACTrainer", "TD3Trainer", "DQNTrainer",
-           "MAPPOTrainer", "IPPOTrainer"]
-           "SACTrainer", "TD3Trainer", "DQNTrainer", "IMPALATrainer"]
 
 
 def resolve_algorithm(name: str) -> type:
