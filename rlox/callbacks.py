@@ -429,8 +429,21 @@ class EvalCallback(Callback):
         obs = [np.asarray(env.reset(seed=self.seed + i)[0], dtype=np.float32) for i, env in enumerate(envs)]
         returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
         active = list(range(n))
+        recurrent = bool(getattr(self.algo, "recurrent", False))
+        state: Any = None       # a recurrent policy's (h, c), [layers, n, H] each, for every episode
         while active:
-            actions = np.asarray(self.algo.predict(np.stack([obs[i] for i in active]), deterministic=self.deterministic))
+            batch = np.stack([obs[i] for i in active])
+            if recurrent:       # carry each episode's state; the first step starts the episode
+                sub = None if state is None else tuple(s[:, active] for s in state)
+                actions, sub = self.algo.predict(batch, state=sub, episode_start=np.full(len(active), state is None),
+                                                 deterministic=self.deterministic)
+                if state is None:
+                    state = tuple(s.copy() for s in sub)
+                for s, new in zip(state, sub):
+                    s[:, active] = new
+                actions = np.asarray(actions)
+            else:
+                actions = np.asarray(self.algo.predict(batch, deterministic=self.deterministic))
             still = []
             for j, i in enumerate(active):
                 a = int(actions[j]) if discrete else actions[j].reshape(envs[i].action_space.shape)

@@ -362,6 +362,11 @@ def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, **kwargs):
                 raise KeyError(_unknown_env_message(env_id)) from None
             if isinstance(entry, type) and issubclass(entry, _Native):
                 return VecEnv(n=n_envs, seed=seed, env_id=entry.env_id)
+            own_vec_env = getattr(entry, "make_vec_env", None)     # an entry with a vector env of its own
+            if callable(own_vec_env) and not kwargs:               # (e.g. the masked tasks: native VecEnv)
+                venv = own_vec_env(int(n_envs), seed)
+                venv.env_id = env_id
+                return venv
             if not callable(entry):
                 raise TypeError(f"ENV_REGISTRY entry {env_id!r} is a {type(entry).__name__}; "
                                 f"expected a callable that returns a gymnasium.Env")

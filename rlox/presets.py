@@ -139,6 +139,23 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         **({"noise_type": "normal", "exploration_noise": 0.1} if algo == "td3" else {}),
         **({"gamma": 0.9999} if name == "Swimmer" else {}),
     } for algo in ("sac", "td3") for name in ('HalfCheetah', 'Hopper', 'Walker2d', 'Ant', 'Humanoid', 'Swimmer') for version in ("v4", "v5")},
+    # --- RecurrentPPO (zoo hyperparams/ppo_lstm.yml, sb3-contrib's RecurrentPPO) ------------
+    # The policy is sb3-contrib's default MlpLstmPolicy (256-unit LSTMs, [64, 64] heads), which
+    # is RecurrentPPOConfig's default too; vf_coef x 2 and clip_vloss=False as for PPO above.
+    # CartPoleNoVel-v1: as PPO's CartPole-v1 preset (zoo: 1e5 steps).
+    ("recurrent_ppo", "CartPoleNoVel-v1"): {
+        "n_envs": 8, "n_steps": 32, "batch_size": 256, "n_epochs": 20,
+        "gamma": 0.98, "gae_lambda": 0.8, "learning_rate": 1e-3, "anneal_lr": True,
+        "clip_eps": 0.2, "anneal_clip": True, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
+    },
+    # PendulumNoVel-v1: n_envs 4, n_steps 1024, 10 epochs, gamma 0.9, lambda 0.95, lr 1e-3,
+    # clip 0.2 (zoo: 1e5 steps). The zoo also turns on gSDE (sample freq 4), which rlox's
+    # RecurrentPPO does not implement: plain Gaussian noise here.
+    ("recurrent_ppo", "PendulumNoVel-v1"): {
+        "n_envs": 4, "n_steps": 1024, "batch_size": 128, "n_epochs": 10,
+        "gamma": 0.9, "gae_lambda": 0.95, "learning_rate": 1e-3, "anneal_lr": False,
+        "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
+    },
 }
 
 

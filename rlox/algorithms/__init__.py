@@ -23,6 +23,7 @@ _MODULES = {
     "SAC": "sac",
     "TD3": "td3",
     "DQN": "dqn",
+    "RecurrentPPO": "recurrent_ppo",
 }
 
 __all__ = list(_MODULES)

@@ -50,14 +50,19 @@ class OnPolicyAlgorithm(Algorithm):
             # Initialise from the seed without touching torch's global generator.
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.seed)
-                policy = make_policy(self.observation_space, self.action_space, algorithm=type(self).__name__,
-                                     hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
-                                     log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
+                policy = self._build_policy()
         self.policy = policy.to(self.device)
         self.stop_requested = False     # a callback's on_step asked to stop during the rollout
         self._setup_optimizers()
 
     # ------------------------------------------------------------------ subclass interface
+    def _build_policy(self) -> torch.nn.Module:
+        """The default policy (``rlox.policies``' MLP actor-critic); RecurrentPPO builds an LSTM one."""
+        cfg = self.config
+        return make_policy(self.observation_space, self.action_space, algorithm=type(self).__name__,
+                           hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
+                           log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
+
     def _setup_optimizers(self) -> None:
         """Create ``self.optimizers`` (name -> optimizer) and ``self.base_lrs``."""
         self.optimizers = {"policy": adam(self.policy.parameters(), self.config.learning_rate, eps=1e-5)}
