@@ -118,12 +118,13 @@ class RolloutCollector:
         wrappers: vector-env wrappers (objects with ``wrap(venv)``, e.g. ``VecNormalize``),
             applied in order; use either these or the ``normalize_*`` flags for normalisation.
         device: where the batch tensors live.
+        vec_env: "sync" (default) or "async": Python envs in subprocesses (``make_vec_env``).
     """
 
     def __init__(self, env_id: Any = "CartPole-v1", n_envs: int = 8, seed: int = 0, gamma: float = 0.99,
                  gae_lambda: float = 0.95, normalize_rewards: bool = False, normalize_obs: bool = False,
                  *, clip_obs: float = 10.0, clip_reward: float = 10.0, wrappers: Sequence[Any] | None = None,
-                 device: str | torch.device = "cpu") -> None:
+                 device: str | torch.device = "cpu", vec_env: str = "sync") -> None:
         if isinstance(n_envs, bool) or not isinstance(n_envs, (int, np.integer)) or n_envs < 1:
             raise ValueError(f"n_envs must be an int >= 1, got {n_envs!r}")
         for name, v in (("gamma", gamma), ("gae_lambda", gae_lambda)):
@@ -135,7 +136,7 @@ class RolloutCollector:
         self.gamma = float(gamma)
         self.gae_lambda = float(gae_lambda)
         self.device = torch.device(device)
-        venv = make_vec_env(env_id, self.n_envs, self.seed)
+        venv = make_vec_env(env_id, self.n_envs, self.seed, vec_env=vec_env)
         wrappers = list(wrappers or [])
         if (normalize_obs or normalize_rewards) and any(isinstance(w, VecNormalize) for w in wrappers):
             raise ValueError("normalisation is asked for twice: by normalize_obs/normalize_rewards and by a "

@@ -210,6 +210,11 @@ class _OnPolicyConfig(ConfigBase):
     use_sde: bool = _f(False, "gSDE: state-dependent exploration noise (continuous actions)")
     sde_sample_freq: int = _f(-1, "gSDE: draw new noise every this many steps (-1: once per rollout)", ge=-1)
     ortho_init: bool = _f(True, "orthogonal initialisation (gain sqrt(2), 0.01 policy head, 1 value head)")
+    rollout_episodes: int | None = _f(None, "collect this many complete episodes per env per rollout instead "
+                                      "of n_steps (r2l's episode-bounded rollouts; batch size varies)",
+                                      ge=1, optional=True)
+    vec_env: Literal["sync", "async"] = _f("sync", "Python (gymnasium) envs: stepped in this process ('sync') or "
+                                           "one subprocess each ('async', gymnasium's AsyncVectorEnv)")
 
 
 @dataclass

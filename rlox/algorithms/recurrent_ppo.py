@@ -303,16 +303,18 @@ class RecurrentPPO(OnPolicyAlgorithm):
         optimizer = self.optimizers["policy"]
         params = list(self.policy.parameters())
         clip_eps = max(self.current_clip_eps(), 1e-8)
+        hooks = self.update_hooks
         stats: list[dict[str, torch.Tensor]] = []
         stopped_early = False
         epochs_done = 0
-        for _epoch in range(cfg.n_epochs):
+        for epoch in range(cfg.n_epochs):
             for mb in sequence_minibatches(batch, cfg.batch_size, self.torch_gen):
                 loss, m = self.minibatch_loss(batch, mb, clip_eps)
                 # Early stop (SB3-style) once the policy has moved too far from the rollout's.
                 if cfg.target_kl is not None and m["approx_kl"].item() > 1.5 * cfg.target_kl:
                     stopped_early = True
                     break
+                loss = hooks.on_minibatch_loss(loss, m)     # r2l: may inspect or scale the loss
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.max_grad_norm > 0:
@@ -322,6 +324,9 @@ class RecurrentPPO(OnPolicyAlgorithm):
             if stopped_early:
                 break
             epochs_done += 1
+            # r2l: after each epoch; False stops the remaining epochs.
+            if hooks.needs_epoch_hook and not hooks.on_epoch_end(epoch, self._mean_metrics(stats)):
+                break
         out = self._mean_metrics(stats)
         out["train/clip_range"] = clip_eps
         out["train/epochs_done"] = epochs_done
