@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from rlox import Trainer
-from rlox.algorithms.recurrent_ppo import RecurrentActorCritic, RecurrentPPO, sequence_minibatches
+from rlox.algorithms.recurrent_ppo import RecurrentPPO, sequence_minibatches
+from rlox.collectors import RolloutBatch
 from rlox.envs import VecEnv, make_vec_env
 from rlox.evaluation import evaluate_policy
 from rlox.wrappers.mask_velocity import MaskVelocity, MaskVelocityVecEnv
@@ -72,7 +73,7 @@ def test_sequence_minibatches_keep_time_order_and_cover_the_rollout():
             seen_starts |= {int(x) for x in r[:1]}
     assert starts <= seen_starts
     with pytest.raises(ValueError, match="sequence_minibatches needs a recurrent rollout"):
-        next(sequence_minibatches(batch._index(slice(None)).__class__(*[getattr(batch, f) for f in (
+        next(sequence_minibatches(RolloutBatch(*[getattr(batch, f) for f in (
             "obs", "actions", "log_probs", "values", "rewards", "dones", "advantages", "returns")]), 8))
 
 
