@@ -207,11 +207,12 @@ def test_trainer_uses_the_zoo_preset():
 
 # ---------------------------------------------------------------- learning
 def test_learns_masked_cartpole():
-    """CartPole without velocities: a memoryless policy stays near 40-60; the LSTM policy must
-    infer the velocities to do better."""
+    """CartPole without velocities: a memoryless policy stays near 40 (plain PPO scores 40-44 in
+    benchmarks/results/recurrent.md); the LSTM policy must infer the velocities to do better.
+    At this budget seeds 0-3 evaluated 150-465 except seed 1 (77), hence the margin."""
     torch.set_num_threads(1)
     model = RecurrentPPO("CartPoleNoVel-v1", seed=0, n_envs=8, n_steps=32, batch_size=256, n_epochs=10,
                          gamma=0.98, gae_lambda=0.8, learning_rate=1e-3, vf_coef=1.0, lstm_hidden_size=32, hidden=32)
     model.train(30_000)
     res = evaluate_policy(model, "CartPoleNoVel-v1", n_episodes=5, seed=100)
-    assert res["mean_reward"] >= 150, res
+    assert res["mean_reward"] >= 70, res
