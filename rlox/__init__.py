@@ -42,6 +42,7 @@ _LAZY: dict[str, str] = {
     "collect_dataset": "rlox.offline",
     "normalized_score": "rlox.offline",
     "IMPALATrainer": "rlox.trainer",
+    "RecurrentPPOTrainer": "rlox.trainer",
 }
 
 

@@ -20,6 +20,29 @@ on_update(m)           after each iteration's gradient updates, ``m``: the itera
 on_eval(m)             after an evaluation (``eval/...``)
 on_training_end(m)     once, when training stops, ``m``: the last metrics
 =====================  ==========================================================================
+
+On-policy algorithms also call hooks *inside* their update (r2l's PPO and A2C hook points):
+
+=========================  ======================================================================
+on_advantages(batch)       after the rollout's advantages and returns are computed, before any
+                           minibatch: may replace ``batch.advantages`` / ``batch.returns`` (same
+                           shape) -- all on-policy algorithms (A2C's "before minibatching")
+on_minibatch_loss(l, m)    after a minibatch's loss ``l`` is computed, before backward and the
+                           optimiser step; ``m``: its detached metrics. Return a tensor to use
+                           instead (e.g. ``l * 0.5``), None to keep ``l`` -- PPO, RecurrentPPO,
+                           A2C (A2C's "before update")
+on_epoch_end(e, m)         after epoch ``e`` (0-based) of PPO / RecurrentPPO; ``m``: the means of
+                           this update's minibatch metrics so far (``loss/approx_kl``, ...);
+                           False stops the remaining epochs (not training)
+on_update_end(m)           after all of an iteration's minibatches, ``m``: the update's
+                           ``loss/`` / ``train/`` metrics (may be added to) -- all on-policy
+                           algorithms (A2C's "after update")
+=========================  ======================================================================
+
+PPO's compiled update (``compiled_update``) runs ``on_advantages``, ``on_epoch_end`` and
+``on_update_end`` as the torch update does; it has no torch loss per minibatch, so while a
+callback overrides ``on_minibatch_loss`` PPO switches to its torch update (``compiled_update``
+becomes False; Adam's state is carried over). See docs/hooks.md for examples.
 """
 from __future__ import annotations
 
@@ -64,6 +87,19 @@ class Callback:
     def on_training_end(self, metrics: Mapping[str, Any]) -> None:
         return None
 
+    # ---- inside an on-policy update (see the module docstring)
+    def on_advantages(self, batch: Any) -> None:
+        return None
+
+    def on_minibatch_loss(self, loss: Any, metrics: Mapping[str, Any]) -> Any:
+        return None
+
+    def on_epoch_end(self, epoch: int, metrics: Mapping[str, Any]) -> bool | None:
+        return None
+
+    def on_update_end(self, metrics: dict[str, Any]) -> None:
+        return None
+
     # Hooks whose base implementation is overridden tell the algorithm which calls it must make.
     def _overrides(self, hook: str) -> bool:
         return getattr(type(self), hook) is not getattr(Callback, hook)
@@ -88,6 +124,15 @@ class CallbackList:
                                 f"rlox.callbacks.Callback (subclass it and override the hooks)")
         self.callbacks: list[Callback] = items
         self.needs_step = any(cb._overrides("on_step") for cb in items)
+
+    @property
+    def needs_loss_hook(self) -> bool:
+        """A callback overrides ``on_minibatch_loss`` (PPO then uses its torch update)."""
+        return any(cb._overrides("on_minibatch_loss") for cb in self.callbacks)
+
+    @property
+    def needs_epoch_hook(self) -> bool:
+        return any(cb._overrides("on_epoch_end") for cb in self.callbacks)
 
     def __iter__(self):
         return iter(self.callbacks)
@@ -136,6 +181,36 @@ class CallbackList:
     def on_training_end(self, metrics: Mapping[str, Any]) -> None:
         for cb in self.callbacks:
             cb.on_training_end(metrics)
+
+    def on_advantages(self, batch: Any) -> None:
+        for cb in self.callbacks:
+            shapes = (tuple(batch.advantages.shape), tuple(batch.returns.shape))
+            cb.on_advantages(batch)
+            for name, before in zip(("advantages", "returns"), shapes):
+                value = getattr(batch, name)
+                if not hasattr(value, "shape") or tuple(value.shape) != before:
+                    raise ValueError(f"{type(cb).__name__}.on_advantages set batch.{name} to "
+                                     f"{getattr(value, 'shape', type(value).__name__)}; expected a tensor of "
+                                     f"shape {before} (one value per rollout row)")
+
+    def on_minibatch_loss(self, loss: Any, metrics: Mapping[str, Any]) -> Any:
+        """The loss after every callback's ``on_minibatch_loss`` (each sees the previous one's)."""
+        for cb in self.callbacks:
+            out = cb.on_minibatch_loss(loss, metrics)
+            if out is None:
+                continue
+            if not (hasattr(out, "backward") and getattr(out, "ndim", None) == 0):
+                raise TypeError(f"{type(cb).__name__}.on_minibatch_loss returned {type(out).__name__}; "
+                                f"expected a 0-d torch tensor to use as the loss, or None to keep it")
+            loss = out
+        return loss
+
+    def on_epoch_end(self, epoch: int, metrics: Mapping[str, Any]) -> bool:
+        return self._all("on_epoch_end", epoch, metrics)
+
+    def on_update_end(self, metrics: dict[str, Any]) -> None:
+        for cb in self.callbacks:
+            cb.on_update_end(metrics)
 
 
 # ====================================================================== concrete callbacks
@@ -431,8 +506,21 @@ class EvalCallback(Callback):
         obs = [np.asarray(env.reset(seed=self.seed + i)[0], dtype=np.float32) for i, env in enumerate(envs)]
         returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
         active = list(range(n))
+        recurrent = bool(getattr(self.algo, "recurrent", False))
+        state: Any = None       # a recurrent policy's (h, c), [layers, n, H] each, for every episode
         while active:
-            actions = np.asarray(self.algo.predict(np.stack([obs[i] for i in active]), deterministic=self.deterministic))
+            batch = np.stack([obs[i] for i in active])
+            if recurrent:       # carry each episode's state; the first step starts the episode
+                sub = None if state is None else tuple(s[:, active] for s in state)
+                actions, sub = self.algo.predict(batch, state=sub, episode_start=np.full(len(active), state is None),
+                                                 deterministic=self.deterministic)
+                if state is None:
+                    state = tuple(s.copy() for s in sub)
+                for s, new in zip(state, sub):
+                    s[:, active] = new
+                actions = np.asarray(actions)
+            else:
+                actions = np.asarray(self.algo.predict(batch, deterministic=self.deterministic))
             still = []
             for j, i in enumerate(active):
                 a = int(actions[j]) if discrete else actions[j].reshape(envs[i].action_space.shape)

@@ -284,6 +284,11 @@ class _OnPolicyConfig(ConfigBase):
     use_sde: bool = _f(False, "gSDE: state-dependent exploration noise (continuous actions)")
     sde_sample_freq: int = _f(-1, "gSDE: draw new noise every this many steps (-1: once per rollout)", ge=-1)
     ortho_init: bool = _f(True, "orthogonal initialisation (gain sqrt(2), 0.01 policy head, 1 value head)")
+    rollout_episodes: int | None = _f(None, "collect this many complete episodes per env per rollout instead "
+                                      "of n_steps (r2l's episode-bounded rollouts; batch size varies)",
+                                      ge=1, optional=True)
+    vec_env: Literal["sync", "async"] = _f("sync", "Python (gymnasium) envs: stepped in this process ('sync') or "
+                                           "one subprocess each ('async', gymnasium's AsyncVectorEnv)")
 
 
 @dataclass
@@ -786,3 +791,39 @@ class IMPALAConfig(ConfigBase):
 
 CONFIGS["impala"] = IMPALAConfig
 __all__ += ["IMPALAConfig"]
+# ====================================================================== recurrent on-policy
+@dataclass
+class RecurrentPPOConfig(_OnPolicyConfig):
+    """PPO with LSTM actor and critic (RecurrentPPO); defaults follow sb3-contrib's RecurrentPPO
+    (``MlpLstmPolicy``: one 256-unit LSTM each for actor and critic, [64, 64] Tanh heads)."""
+
+    algorithm: ClassVar[str] = "recurrent_ppo"
+    learning_rate: float = _f(3e-4, "Adam learning rate", gt=0)
+    anneal_lr: bool = _f(False, "decay the learning rate linearly to 0 over the run")
+    ent_coef: float = _f(0.0, "entropy bonus coefficient", ge=0)
+    vf_coef: float = _f(1.0, "value loss coefficient (rlox's value loss is half the MSE: 1.0 = sb3-contrib's 0.5)",
+                        ge=0)
+    n_epochs: int = _f(10, "SGD passes over each rollout", ge=1)
+    batch_size: int = _f(128, "env steps per minibatch (cut into sequences at episode starts)", ge=1)
+    clip_eps: float = _f(0.2, "PPO clip range", gt=0)
+    anneal_clip: bool = _f(False, "decay clip_eps linearly to 0 over the run")
+    clip_vloss: bool = _f(False, "clip the value loss around the old values (sb3-contrib: off)")
+    target_kl: float | None = _f(None, "stop the epoch loop once approx_kl exceeds 1.5x this", gt=0, optional=True)
+    lstm_hidden_size: int = _f(256, "LSTM hidden units (actor and critic each)", ge=1)
+    n_lstm_layers: int = _f(1, "stacked LSTM layers", ge=1)
+    enable_critic_lstm: bool = _f(True, "the critic has an LSTM of its own")
+    shared_lstm: bool = _f(False, "the critic reads the actor's LSTM output (detached; only the actor trains it)")
+
+    def validate(self) -> None:
+        super().validate()
+        if self.use_sde:
+            raise ValueError("RecurrentPPOConfig.use_sde = True is not supported (gSDE noise over LSTM "
+                             "features is not implemented); set use_sde=False")
+        if self.shared_lstm and self.enable_critic_lstm:
+            raise ValueError("RecurrentPPOConfig: shared_lstm=True and enable_critic_lstm=True ask for both a "
+                             "shared and a separate critic LSTM; set enable_critic_lstm=False to share the "
+                             "actor's LSTM")
+
+
+CONFIGS[RecurrentPPOConfig.algorithm] = RecurrentPPOConfig
+__all__ += ["RecurrentPPOConfig"]

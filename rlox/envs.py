@@ -283,6 +283,8 @@ class GymVecEnv:
             list of env factories.
         n_envs: number of envs (the list's length when factories are given).
         seed: env i is reset with ``seed + i`` on the first ``reset_all``.
+        asynchronous: step each env in a subprocess of its own (gymnasium's ``AsyncVectorEnv``;
+            worth it when one env step costs much more than the inter-process round trip).
 
     ``step_all`` returns ``obs`` (float32 for float Box spaces), ``rewards`` [n] float64,
     ``terminated`` / ``truncated`` [n] bool and ``terminal_obs``: the final observation where
@@ -290,17 +292,25 @@ class GymVecEnv:
     """
 
     def __init__(self, env_id_or_fns, n_envs: int | None = None, seed: int | None = 0,
-                 **make_kwargs):
+                 asynchronous: bool = False, **make_kwargs):
         fns = _env_fns(env_id_or_fns, n_envs, make_kwargs)
-        self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        if asynchronous:
+            self.envs = gym.vector.AsyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        else:
+            self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+        self.asynchronous = bool(asynchronous)
         self.num_envs = self.envs.num_envs
         self.seed = seed
         self.single_observation_space = self.envs.single_observation_space
         self.single_action_space = self.envs.single_action_space
         self.observation_space = self.envs.observation_space
         self.action_space = self.envs.action_space
-        spec = self.envs.envs[0].spec
-        self.env_id = spec.id if spec is not None else type(self.envs.envs[0].unwrapped).__name__
+        if asynchronous:
+            spec = self.envs.spec
+            self.env_id = spec.id if spec is not None else "async"
+        else:
+            spec = self.envs.envs[0].spec
+            self.env_id = spec.id if spec is not None else type(self.envs.envs[0].unwrapped).__name__
         sp = self.single_observation_space
         self._float_obs = isinstance(sp, spaces.Box) and np.issubdtype(sp.dtype, np.floating)
         self.obs_dim = int(np.prod(sp.shape)) if isinstance(sp, spaces.Box) else None
@@ -358,10 +368,10 @@ class GymVecEnv:
         self.envs.close()
 
     def __repr__(self) -> str:
-        return f"GymVecEnv({self.env_id}, n={self.num_envs})"
+        return f"GymVecEnv({self.env_id}, n={self.num_envs}{', async' if self.asynchronous else ''})"
 
 
-def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, **kwargs):
+def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, *, vec_env: str = "sync", **kwargs):
     """A vector env for ``env_id``, resolved in this order:
 
     1. a native id (``NATIVE_ENV_IDS``, no gymnasium kwargs): the native ``VecEnv``;
@@ -369,7 +379,29 @@ def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, **kwargs):
        returning a gymnasium env), or the native ``VecEnv`` when it names a native env class;
     3. anything gymnasium takes (an id, an ``EnvSpec``, an env object, a list of factories):
        ``GymVecEnv``.
+
+    ``vec_env="async"`` steps Python envs in subprocesses (``GymVecEnv(asynchronous=True)``);
+    native envs are compiled and stepped in-process, so it is refused for them.
     """
+    if vec_env not in ("sync", "async"):
+        raise ValueError(f"vec_env must be 'sync' or 'async', got {vec_env!r}")
+    if vec_env == "async":
+        native = is_native(env_id) and not kwargs
+        if isinstance(env_id, str) and not native and env_id not in gym.registry and ":" not in env_id:
+            from rlox.plugins import ENV_REGISTRY
+
+            entry = ENV_REGISTRY.get(env_id) if env_id in ENV_REGISTRY else None
+            native = (isinstance(entry, type) and issubclass(entry, _Native)) or \
+                callable(getattr(entry, "make_vec_env", None))
+            if entry is not None and not native:
+                fns = [(lambda e=entry: e(**kwargs)) for _ in range(int(n_envs))]
+                venv = GymVecEnv(fns, n_envs, seed, asynchronous=True)
+                venv.env_id = env_id
+                return venv
+        if native:
+            raise ValueError(f"vec_env='async' runs Python envs in subprocesses, but {env_id!r} is stepped "
+                             f"natively (compiled, all envs in one call); use vec_env='sync'")
+        return GymVecEnv(env_id, n_envs, seed, asynchronous=True, **kwargs)
     if is_native(env_id) and not kwargs:
         return VecEnv(n=n_envs, seed=seed, env_id=env_id)
     if isinstance(env_id, str) and env_id not in gym.registry and ":" not in env_id:
@@ -382,6 +414,11 @@ def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, **kwargs):
                 raise KeyError(_unknown_env_message(env_id)) from None
             if isinstance(entry, type) and issubclass(entry, _Native):
                 return VecEnv(n=n_envs, seed=seed, env_id=entry.env_id)
+            own_vec_env = getattr(entry, "make_vec_env", None)     # an entry with a vector env of its own
+            if callable(own_vec_env) and not kwargs:               # (e.g. the masked tasks: native VecEnv)
+                venv = own_vec_env(int(n_envs), seed)
+                venv.env_id = env_id
+                return venv
             if not callable(entry):
                 raise TypeError(f"ENV_REGISTRY entry {env_id!r} is a {type(entry).__name__}; "
                                 f"expected a callable that returns a gymnasium.Env")

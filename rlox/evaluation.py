@@ -154,9 +154,35 @@ def _make_eval_env(env: Any, seed: int):
         raise ValueError(f"unknown env {env!r}: {exc}") from exc
 
 
+class _RecurrentActor:
+    """obs -> action for a recurrent agent (``predict(obs, state, episode_start)`` returning
+    ``(action, state)``, as RecurrentPPO): carries the state, reset by ``reset()`` at each
+    episode's start."""
+
+    def __init__(self, predict: Callable[..., Any], deterministic: bool) -> None:
+        self.predict, self.deterministic = predict, deterministic
+        self.reset()
+
+    def reset(self) -> None:
+        self.state, self.start = None, np.ones(1, dtype=bool)
+
+    def __call__(self, obs: np.ndarray) -> Any:
+        action, self.state = self.predict(obs, state=self.state, episode_start=self.start,
+                                          deterministic=self.deterministic)
+        self.start = np.zeros(1, dtype=bool)
+        return action
+
+
+def is_recurrent(agent: Any) -> bool:
+    """True for an algorithm (or a Trainer around one) whose ``predict`` carries a state."""
+    return bool(getattr(getattr(agent, "algo", agent), "recurrent", False))
+
+
 def _action_fn(agent: Any, deterministic: bool) -> Callable[[np.ndarray], Any]:
     """A function obs [obs_dim] -> action for an algorithm/Trainer (``predict``) or a plain callable."""
     predict = getattr(agent, "predict", None)
+    if callable(predict) and is_recurrent(agent):
+        return _RecurrentActor(predict, deterministic)
     if callable(predict):
         return lambda obs: predict(obs, deterministic=deterministic)
     if callable(agent):
@@ -203,6 +229,8 @@ def evaluate_policy(
     try:
         for ep in range(int(n_episodes)):
             obs, _ = env.reset(seed=int(seed) + ep)
+            if isinstance(act, _RecurrentActor):
+                act.reset()
             done, total, steps = False, 0.0, 0
             while not done:
                 action = np.asarray(act(np.asarray(obs, dtype=np.float32)))

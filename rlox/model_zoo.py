@@ -18,6 +18,13 @@ calls (``ModelZoo.register``, ``ModelZoo.list``, ``ModelZoo.load``) use the defa
 Registering checks that the checkpoint is an rlox checkpoint of the card's algorithm (read
 with ``weights_only=True``) and records its SHA-256; loading checks the card, the file and the
 checksum, so a missing or altered file is an error that names it.
+
+Registering a name that is already in the zoo replaces that entry (re-running a script that
+registers a retrained model is normal use; ``overwrite=False`` refuses instead). The new entry
+is built beside the old one and swapped in by renaming folders, so a failure at any point
+leaves either the old entry or the new one, never a mix; the new card's ``history`` keeps the
+replaced cards' metadata, newest last. An existing entry whose card is corrupt is never
+replaced silently: ``register`` raises, and ``remove`` clears it once inspected.
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ import re
 import shutil
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -41,7 +49,7 @@ __all__ = ["ModelCard", "ModelZoo", "ZooError", "default_zoo_dir", "CARD_FILE", 
 CARD_FILE = "card.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 CARD_FORMAT = "rlox-model-card"
-CARD_VERSION = 1
+CARD_VERSION = 2    # 2: ``history`` (the cards a re-register replaced)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -77,7 +85,9 @@ class ModelCard:
         std_reward, n_eval_episodes, total_timesteps, seed: optional evaluation/training facts.
         tags: free-form labels.
         extra: anything else JSON can hold.
-    Set by ``register``: ``checksum`` (SHA-256 of the checkpoint), ``created``, ``rlox_version``.
+    Set by ``register``: ``checksum`` (SHA-256 of the checkpoint), ``created``, ``rlox_version``,
+    and ``history``: the metadata of the cards this entry replaced (oldest first, each without
+    its own history).
     """
 
     name: str
@@ -95,6 +105,7 @@ class ModelCard:
     checksum: str | None = None
     created: str | None = None
     rlox_version: str | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -109,6 +120,9 @@ class ModelCard:
         self.mean_reward = float(self.mean_reward)
         if not isinstance(self.hyperparameters, dict) or not isinstance(self.extra, dict):
             raise ValueError("ModelCard.hyperparameters and extra must be dicts")
+        if not isinstance(self.history, list) or not all(isinstance(h, dict) for h in self.history):
+            raise ValueError(f"ModelCard.history must be a list of dicts (earlier cards' metadata), "
+                             f"got {self.history!r}")
         try:
             json.dumps(self.to_dict())
         except (TypeError, ValueError) as exc:
@@ -175,18 +189,25 @@ class ModelZoo:
         return self.root / name
 
     @_ZooMethod
-    def register(self, card: ModelCard, checkpoint_path: str | os.PathLike, *, overwrite: bool = False) -> ModelCard:
+    def register(self, card: ModelCard, checkpoint_path: str | os.PathLike, *, overwrite: bool = True) -> ModelCard:
         """Copy ``checkpoint_path`` into the zoo under ``card.name`` and write its card.
 
         The checkpoint must be an rlox checkpoint (``Trainer.save``) of ``card.algorithm``;
         ``hyperparameters`` default to its config. Returns the stored card (with checksum).
 
+        When ``card.name`` is already in the zoo the entry is replaced atomically and the old
+        card's metadata is appended to the new card's ``history`` (``overwrite=False``: raise
+        instead).
+
         Raises:
-            ZooError: the name is taken (pass ``overwrite=True`` to replace it) or the checkpoint
-                is of another algorithm. FileNotFoundError / CheckpointError: bad checkpoint.
+            ZooError: the name is taken and ``overwrite=False``; the existing entry's card is
+                corrupt (it is never replaced silently; inspect it, then ``remove`` it); the
+                checkpoint is of another algorithm. FileNotFoundError / CheckpointError: bad checkpoint.
         """
         if not isinstance(card, ModelCard):
             raise TypeError(f"register needs a ModelCard, got {type(card).__name__}")
+        if not isinstance(overwrite, bool):
+            raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
         src = Path(checkpoint_path)
         if not src.is_file():
             raise FileNotFoundError(f"checkpoint {str(src)!r} does not exist")
@@ -197,23 +218,66 @@ class ModelZoo:
             raise ZooError(f"{str(src)!r} holds a {ckpt.get('algorithm')!r} model but the card says "
                            f"algorithm={card.algorithm!r}")
         entry = self._entry(card.name)
-        if (entry / CARD_FILE).exists() and not overwrite:
-            raise ZooError(f"a model named {card.name!r} is already in the zoo at {str(entry)!r}; choose another "
-                           f"name or pass overwrite=True")
-        entry.mkdir(parents=True, exist_ok=True)
-        with atomic_path(entry / CHECKPOINT_FILE) as tmp:
-            shutil.copyfile(src, tmp)
-        from rlox import __version__
+        self._recover(card.name)
+        history: list[dict[str, Any]] = []
+        if entry.exists():
+            if not overwrite:
+                raise ZooError(f"a model named {card.name!r} is already in the zoo at {str(entry)!r}; choose "
+                               f"another name or pass overwrite=True to replace it")
+            try:
+                old = self._read_card(entry)
+            except ZooError as exc:
+                raise ZooError(f"cannot replace model {card.name!r}: its existing entry is corrupt ({exc}); "
+                               f"inspect {str(entry)!r}, then ModelZoo.remove({card.name!r}) and register "
+                               f"again") from None
+            old_meta = {k: v for k, v in dataclasses.asdict(old).items() if k != "history"}
+            history = [*old.history, old_meta]
+        self.root.mkdir(parents=True, exist_ok=True)
+        # Build the new entry in a hidden staging folder beside the old one, then swap folders.
+        tag = uuid.uuid4().hex[:12]
+        staging = self.root / f".staging-{card.name}-{tag}"
+        staging.mkdir()
+        try:
+            shutil.copyfile(src, staging / CHECKPOINT_FILE)
+            from rlox import __version__
 
-        stored = dataclasses.replace(
-            card, hyperparameters=dict(card.hyperparameters) or dict(ckpt.get("config") or {}),
-            seed=card.seed if card.seed is not None else ckpt.get("seed"),
-            total_timesteps=card.total_timesteps if card.total_timesteps is not None
-            else (ckpt.get("counters") or {}).get("num_timesteps"),
-            checksum=_sha256(entry / CHECKPOINT_FILE), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
-            rlox_version=__version__)
-        atomic_write_text(json.dumps(stored.to_dict(), indent=2), entry / CARD_FILE)
+            stored = dataclasses.replace(
+                card, hyperparameters=dict(card.hyperparameters) or dict(ckpt.get("config") or {}),
+                seed=card.seed if card.seed is not None else ckpt.get("seed"),
+                total_timesteps=card.total_timesteps if card.total_timesteps is not None
+                else (ckpt.get("counters") or {}).get("num_timesteps"),
+                checksum=_sha256(staging / CHECKPOINT_FILE), created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                rlox_version=__version__, history=history)
+            atomic_write_text(json.dumps(stored.to_dict(), indent=2), staging / CARD_FILE)
+            self._swap_in(staging, entry, tag)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         return stored
+
+    def _swap_in(self, staging: Path, entry: Path, tag: str) -> None:
+        """Replace ``entry`` by ``staging``: rename the old entry aside, rename the new one in,
+        then delete the old. Should the process die between the two renames, ``_recover``
+        puts the old entry back on the next access."""
+        if not entry.exists():
+            os.rename(staging, entry)
+            return
+        replaced = self.root / f".replaced-{entry.name}-{tag}"
+        os.rename(entry, replaced)
+        try:
+            os.rename(staging, entry)
+        except BaseException:
+            os.rename(replaced, entry)
+            raise
+        shutil.rmtree(replaced, ignore_errors=True)
+
+    def _recover(self, name: str) -> None:
+        """Restore an entry left renamed aside by an interrupted replace (see ``_swap_in``)."""
+        if self._entry(name).exists() or not self.root.is_dir():
+            return
+        aside = sorted(self.root.glob(f".replaced-{name}-*"), key=lambda p: p.stat().st_mtime)
+        if aside:
+            os.rename(aside[-1], self._entry(name))
 
     def _read_card(self, entry: Path) -> ModelCard:
         path = entry / CARD_FILE
@@ -233,6 +297,7 @@ class ModelZoo:
     def get(self, name: str) -> ModelCard:
         """The card of model ``name`` (validated)."""
         entry = self._entry(name)
+        self._recover(name)
         if not entry.is_dir():
             known = [c.name for c in self.list()]
             raise ZooError(f"no model named {name!r} in the zoo at {str(self.root)!r}; available: "
@@ -244,7 +309,9 @@ class ModelZoo:
         """Every valid card, sorted by name (an invalid entry raises ZooError naming its file)."""
         if not self.root.is_dir():
             return []
-        return [self._read_card(p) for p in sorted(self.root.iterdir()) if p.is_dir() and (p / CARD_FILE).exists()]
+        # Hidden folders (a replace in progress) are not entries.
+        return [self._read_card(p) for p in sorted(self.root.iterdir())
+                if p.is_dir() and _NAME.fullmatch(p.name) and (p / CARD_FILE).exists()]
 
     @_ZooMethod
     def checkpoint_path(self, name: str, *, verify: bool = True) -> Path:
@@ -272,9 +339,12 @@ class ModelZoo:
 
     @_ZooMethod
     def remove(self, name: str) -> None:
-        """Delete model ``name`` from the zoo."""
-        self.get(name)
-        shutil.rmtree(self._entry(name))
+        """Delete model ``name`` from the zoo (also an entry whose card is corrupt)."""
+        entry = self._entry(name)
+        self._recover(name)
+        if not entry.is_dir():
+            self.get(name)          # raises ZooError listing the models there are
+        shutil.rmtree(entry)
 
     def __repr__(self) -> str:
         return f"ModelZoo({str(self.root)!r})"

@@ -73,6 +73,47 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "max_grad_norm": 5.0, "normalize_obs": True, "normalize_rewards": True,
         "use_sde": True, "log_std_init": -3.29, "ortho_init": False, "clip_vloss": False,
     },
+    # Box2D (box2d extra). LunarLander-v3 / LunarLanderContinuous-v3 (the zoo's -v2 settings;
+    # gymnasium 1.x registers v3): n_envs 16, n_steps 1024, batch 64, lambda 0.98, gamma 0.999,
+    # 4 epochs, ent 0.01; SB3 defaults otherwise (lr 3e-4, clip 0.2). Zoo budget 1e6 steps.
+    **{("ppo", env_id): {
+        "n_envs": 16, "n_steps": 1024, "batch_size": 64, "n_epochs": 4,
+        "gamma": 0.999, "gae_lambda": 0.98, "learning_rate": 3e-4, "anneal_lr": False,
+        "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.01, "clip_vloss": False, "vf_coef": 1.0,
+    } for env_id in ("LunarLander-v3", "LunarLanderContinuous-v3")},
+    # BipedalWalker-v3: normalize, n_envs 32, n_steps 2048, batch 64, lambda 0.95, gamma 0.999,
+    # 10 epochs, ent 0, lr 3e-4, clip 0.18 (zoo budget 5e6 steps).
+    ("ppo", "BipedalWalker-v3"): {
+        "n_envs": 32, "n_steps": 2048, "batch_size": 64, "n_epochs": 10,
+        "gamma": 0.999, "gae_lambda": 0.95, "learning_rate": 3e-4, "anneal_lr": False,
+        "clip_eps": 0.18, "anneal_clip": False, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
+        "normalize_obs": True, "normalize_rewards": True,
+    },
+    # MuJoCo (mujoco extra; v4 and v5 ids). Ant and Swimmer: the zoo's "mujoco-defaults"
+    # (normalize, SB3's PPO defaults: 1 env, n_steps 2048, batch 64, 10 epochs, lr 3e-4,
+    # lambda 0.95, gamma 0.99 -- Swimmer 0.9999 --, clip 0.2, ent 0). HalfCheetah, Hopper and
+    # Walker2d: the zoo's tuned values (ReLU [256, 256] nets, log_std_init -2, ortho_init off).
+    **{("ppo", f"{name}-{version}"): {
+        "n_envs": 1, "n_steps": 2048, "batch_size": 64, "n_epochs": 10,
+        "gamma": 0.9999 if name == "Swimmer" else 0.99, "gae_lambda": 0.95, "learning_rate": 3e-4,
+        "anneal_lr": False, "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0, "clip_vloss": False,
+        "vf_coef": 1.0, "normalize_obs": True, "normalize_rewards": True,
+    } for name in ("Ant", "Swimmer") for version in ("v4", "v5")},
+    **{("ppo", f"{name}-{version}"): {
+        "n_envs": 1, "anneal_lr": False, "anneal_clip": False, "clip_vloss": False,
+        "normalize_obs": True, "normalize_rewards": True, "log_std_init": -2.0, "ortho_init": False,
+        "activation": "relu", "hidden": [256, 256], **tuned,
+    } for name, tuned in (
+        ("HalfCheetah", {"batch_size": 64, "n_steps": 512, "gamma": 0.98, "learning_rate": 2.0633e-05,
+                         "ent_coef": 0.000401762, "clip_eps": 0.1, "n_epochs": 20, "gae_lambda": 0.92,
+                         "max_grad_norm": 0.8, "vf_coef": 2 * 0.58096}),
+        ("Hopper", {"batch_size": 32, "n_steps": 512, "gamma": 0.999, "learning_rate": 9.80828e-05,
+                    "ent_coef": 0.00229519, "clip_eps": 0.2, "n_epochs": 5, "gae_lambda": 0.99,
+                    "max_grad_norm": 0.7, "vf_coef": 2 * 0.835671}),
+        ("Walker2d", {"batch_size": 32, "n_steps": 512, "gamma": 0.99, "learning_rate": 5.05041e-05,
+                      "ent_coef": 0.000585045, "clip_eps": 0.1, "n_epochs": 20, "gae_lambda": 0.95,
+                      "max_grad_norm": 1.0, "vf_coef": 2 * 0.871923}),
+    ) for version in ("v4", "v5")},
     # --- A2C (zoo hyperparams/a2c.yml) ---------------------------------------------------
     # CartPole-v1: n_envs 8, ent_coef 0.0 (SB3 defaults otherwise: n_steps 5, lr 7e-4,
     # gamma 0.99, gae_lambda 1.0, vf_coef 0.5 (1.0 here), max_grad_norm 0.5); zoo result 500 at 5e5.
@@ -149,6 +190,23 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "activation": "relu", "max_grad_norm": 10.0, "value_norm": True,
     } for algo in ("mappo", "ippo") for env_id in ("spread_v3", "simple_spread_v3", "speaker_listener_v4",
                                                    "simple_speaker_listener_v4")},
+    # --- RecurrentPPO (zoo hyperparams/ppo_lstm.yml, sb3-contrib's RecurrentPPO) ------------
+    # The policy is sb3-contrib's default MlpLstmPolicy (256-unit LSTMs, [64, 64] heads), which
+    # is RecurrentPPOConfig's default too; vf_coef x 2 and clip_vloss=False as for PPO above.
+    # CartPoleNoVel-v1: as PPO's CartPole-v1 preset (zoo: 1e5 steps).
+    ("recurrent_ppo", "CartPoleNoVel-v1"): {
+        "n_envs": 8, "n_steps": 32, "batch_size": 256, "n_epochs": 20,
+        "gamma": 0.98, "gae_lambda": 0.8, "learning_rate": 1e-3, "anneal_lr": True,
+        "clip_eps": 0.2, "anneal_clip": True, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
+    },
+    # PendulumNoVel-v1: n_envs 4, n_steps 1024, 10 epochs, gamma 0.9, lambda 0.95, lr 1e-3,
+    # clip 0.2 (zoo: 1e5 steps). The zoo also turns on gSDE (sample freq 4), which rlox's
+    # RecurrentPPO does not implement: plain Gaussian noise here.
+    ("recurrent_ppo", "PendulumNoVel-v1"): {
+        "n_envs": 4, "n_steps": 1024, "batch_size": 128, "n_epochs": 10,
+        "gamma": 0.9, "gae_lambda": 0.95, "learning_rate": 1e-3, "anneal_lr": False,
+        "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
+    },
 }
 
 

@@ -167,8 +167,16 @@ class Trainer:
             return self.algo.train(resume=True)
         return self.algo.train(total_timesteps=total_timesteps)
 
-    def predict(self, obs: Any, deterministic: bool = False) -> Any:
-        """Action(s) for one observation ``[*obs]`` or a batch ``[B, *obs]`` (NumPy)."""
+    def predict(self, obs: Any, deterministic: bool = False, *, state: Any = None, episode_start: Any = None) -> Any:
+        """Action(s) for one observation ``[*obs]`` or a batch ``[B, *obs]`` (NumPy).
+
+        A recurrent algorithm (``recurrent_ppo``) returns ``(actions, state)``: pass ``state``
+        and ``episode_start`` back with the next observation (see ``RecurrentPPO.predict``)."""
+        if getattr(self.algo, "recurrent", False):
+            return self.algo.predict(obs, state=state, episode_start=episode_start, deterministic=deterministic)
+        if state is not None or episode_start is not None:
+            raise TypeError(f"{self.algorithm_name!r} is not recurrent: predict takes no state or episode_start "
+                            f"(those are for recurrent algorithms such as 'recurrent_ppo')")
         return self.algo.predict(obs, deterministic=deterministic)
 
     def evaluate(self, n_episodes: int = 10, deterministic: bool = True, seed: int = 0) -> dict[str, Any]:
@@ -243,6 +251,8 @@ DQNTrainer = trainer_for("dqn")
 MAPPOTrainer = trainer_for("mappo")
 IPPOTrainer = trainer_for("ippo")
 IMPALATrainer = trainer_for("impala")
+
+RecurrentPPOTrainer = trainer_for("recurrent_ppo", "RecurrentPPOTrainer")
 
 # Every named trainer defined above (one trainer_for line per algorithm).
 __all__ = ["Trainer", "trainer_for", "TRAINERS", *(cls.__name__ for cls in TRAINERS.values())]

@@ -55,11 +55,98 @@ def test_name_clash_and_overwrite(tmp_path, checkpoint):
     zoo = ModelZoo(tmp_path)
     zoo.register(card(), checkpoint[0])
     with pytest.raises(ZooError, match="a model named 'ppo-cartpole-v1' is already in the zoo"):
-        zoo.register(card(mean_reward=1.0), checkpoint[0])
+        zoo.register(card(mean_reward=1.0), checkpoint[0], overwrite=False)
+    assert zoo.get("ppo-cartpole-v1").mean_reward == 500.0
+    with pytest.raises(TypeError, match="overwrite must be True or False, got 'yes'"):
+        zoo.register(card(), checkpoint[0], overwrite="yes")
     zoo.register(card(mean_reward=1.0), checkpoint[0], overwrite=True)
     assert zoo.get("ppo-cartpole-v1").mean_reward == 1.0
     zoo.remove("ppo-cartpole-v1")
     assert zoo.list() == []
+
+
+def test_reregister_replaces_and_keeps_history(tmp_path, checkpoint):
+    zoo = ModelZoo(tmp_path)
+    first = zoo.register(card(description="first", tags=["a"]), checkpoint[0])
+    second = zoo.register(card(mean_reward=250.0, description="second"), checkpoint[0])
+    third = zoo.register(card(mean_reward=480.0, description="third"), checkpoint[0])
+    assert first.history == [] and [h["description"] for h in second.history] == ["first"]
+    stored = zoo.get("ppo-cartpole-v1")
+    assert stored.mean_reward == 480.0 and stored == third
+    # Oldest first; each entry is the replaced card's metadata (without its own history).
+    assert [h["mean_reward"] for h in stored.history] == [500.0, 250.0]
+    assert stored.history[0]["tags"] == ["a"] and stored.history[0]["checksum"] == first.checksum
+    assert all("history" not in h for h in stored.history)
+    # No staging or replaced folders are left behind; the entry loads.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ppo-cartpole-v1"]
+    assert zoo.load("ppo-cartpole-v1").predict(np.zeros(4, np.float32), deterministic=True) in (0, 1)
+
+
+def test_reregister_failure_leaves_old_entry(tmp_path, checkpoint, monkeypatch):
+    import rlox.model_zoo as mz
+
+    zoo = ModelZoo(tmp_path)
+    zoo.register(card(), checkpoint[0])
+    before = (tmp_path / "ppo-cartpole-v1" / "card.json").read_text()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    # Writing the new card fails: the old entry is untouched, the staging folder is gone.
+    monkeypatch.setattr(mz, "atomic_write_text", boom)
+    with pytest.raises(OSError, match="disk full"):
+        zoo.register(card(mean_reward=1.0), checkpoint[0])
+    monkeypatch.undo()
+    assert (tmp_path / "ppo-cartpole-v1" / "card.json").read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ppo-cartpole-v1"]
+    # The swap's second rename fails: the old entry is renamed back.
+    real_rename = mz.os.rename
+
+    def rename(a, b):
+        if ".staging-" in str(a):
+            raise OSError("rename failed")
+        real_rename(a, b)
+
+    monkeypatch.setattr(mz.os, "rename", rename)
+    with pytest.raises(OSError, match="rename failed"):
+        zoo.register(card(mean_reward=2.0), checkpoint[0])
+    monkeypatch.undo()
+    assert zoo.get("ppo-cartpole-v1").mean_reward == 500.0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ppo-cartpole-v1"]
+    # A process that died between the two renames left the old entry aside: it comes back.
+    (tmp_path / "ppo-cartpole-v1").rename(tmp_path / ".replaced-ppo-cartpole-v1-abc")
+    assert zoo.get("ppo-cartpole-v1").mean_reward == 500.0
+    assert [c.name for c in zoo.list()] == ["ppo-cartpole-v1"]
+
+
+def test_reregister_refuses_corrupt_card(tmp_path, checkpoint):
+    zoo = ModelZoo(tmp_path)
+    zoo.register(card(), checkpoint[0])
+    path = tmp_path / "ppo-cartpole-v1" / "card.json"
+    path.write_text("{not json")
+    with pytest.raises(ZooError, match=r"cannot replace model 'ppo-cartpole-v1': its existing entry is corrupt "
+                                       r"\(model card .*card\.json' is not valid JSON"):
+        zoo.register(card(mean_reward=1.0), checkpoint[0])
+    assert path.read_text() == "{not json"          # left as it was, for inspection
+    with pytest.raises(ZooError, match="is not valid JSON"):
+        zoo.load("ppo-cartpole-v1")
+    data = card().to_dict()
+    data["mean_reward"] = "lots"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ZooError, match="existing entry is corrupt .*mean_reward must be a finite number"):
+        zoo.register(card(), checkpoint[0])
+    with pytest.raises(ValueError, match="ModelCard.history must be a list of dicts"):
+        card(history=["x"])
+    zoo.remove("ppo-cartpole-v1")               # a corrupt entry can be removed, then registered afresh
+    assert zoo.register(card(), checkpoint[0]).history == []
+
+
+def test_guide_model_zoo_sample_runs_twice(tmp_path, monkeypatch, checkpoint):
+    monkeypatch.setenv("RLOX_MODEL_ZOO", str(tmp_path / "zoo"))
+    for mean in (500.0, 450.0):
+        ModelZoo.register(card(mean_reward=mean), checkpoint_path=checkpoint[0])
+    assert [c.mean_reward for c in ModelZoo.list()] == [450.0]
+    assert ModelZoo.get("ppo-cartpole-v1").history[0]["mean_reward"] == 500.0
 
 
 def test_validation_errors(tmp_path, checkpoint):

@@ -31,6 +31,7 @@ _MODULES = {
     "CQL": "cql",
     "BC": "bc",
     "IMPALA": "impala",
+    "RecurrentPPO": "recurrent_ppo",
 }
 
 __all__ = list(_MODULES)

@@ -178,6 +178,8 @@ class CompiledUpdateMixin:
                     batch.log_probs.numpy(), batch.advantages.numpy(), batch.returns.numpy(),
                     batch.values.numpy())
         stopped = False
+        hooks = self.update_hooks
+        epochs_done = cfg.n_epochs
         for epoch in range(cfg.n_epochs):
             # PPO's shuffles, from the same generator calls (RolloutBatch.sample_minibatches)
             order = torch.randperm(n, generator=self.torch_gen).numpy() if cfg.batch_size < n else None
@@ -185,10 +187,16 @@ class CompiledUpdateMixin:
             # stepped, and ends the update.
             stopped = kernel.run_epoch(order, cfg.batch_size, lr, clip_eps, kl_limit)
             if stopped:
+                epochs_done = epoch
+                break
+            # The on-policy epoch hook (rlox.callbacks): False stops the remaining epochs.
+            if hooks.needs_epoch_hook and not hooks.on_epoch_end(
+                    epoch, {f"loss/{k}": v for k, v in kernel.metrics().items()}):
+                epochs_done = epoch + 1
                 break
         out = {f"loss/{k}": v for k, v in kernel.metrics().items()}
         out["train/clip_range"] = clip_eps
-        out["train/epochs_done"] = epoch + (0 if stopped else 1)
+        out["train/epochs_done"] = epochs_done
         out["train/n_updates"] = kernel.n_updates
         return out
 

@@ -61,6 +61,10 @@ class A2C(OnPolicyAlgorithm):
         value_loss = 0.5 * ((batch.returns - values) ** 2).mean()
         ent = entropy.mean()
         loss = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * ent
+        # r2l's A2C "before update" hook: may inspect or scale the loss.
+        loss = self.update_hooks.on_minibatch_loss(loss, {
+            "loss": loss.detach(), "policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(),
+            "entropy": ent.detach()})
 
         optimizer = self.optimizers["policy"]
         optimizer.zero_grad(set_to_none=True)

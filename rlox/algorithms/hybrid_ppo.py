@@ -68,6 +68,9 @@ class HybridPPO(PPO):
         if kwargs.get("wrappers") or kwargs.get("normalize_obs") or kwargs.get("normalize_rewards"):
             raise ValueError("HybridPPO collects in compiled code without normalisation or wrappers; "
                              "use PPO for normalize_obs / normalize_rewards / wrappers")
+        if kwargs.get("rollout_episodes") is not None or kwargs.get("vec_env", "sync") != "sync":
+            raise ValueError("HybridPPO's compiled collection steps n_steps per env on native envs; use PPO for "
+                             "rollout_episodes / vec_env='async'")
         if kwargs.get("use_sde"):
             raise ValueError("HybridPPO's compiled policy samples plain Gaussian noise; use PPO for use_sde")
         if kwargs.get("activation", "tanh") != "tanh" or kwargs.get("policy") is not None:

@@ -1,8 +1,10 @@
 """``OnPolicyAlgorithm``: the collect-then-learn loop PPO, A2C, VPG and TRPO share.
 
-One iteration: the callbacks' ``on_rollout_start``; a rollout of ``n_steps`` per env through
-``RolloutCollector`` (GAE included); ``on_rollout_end``; the subclass's ``_update(batch)``
-(the only part that differs between the algorithms); metrics. Learning-rate annealing
+One iteration: the callbacks' ``on_rollout_start``; a rollout of ``n_steps`` per env (or, with
+``rollout_episodes=n``, n complete episodes per env) through ``RolloutCollector`` (GAE
+included); ``on_rollout_end``; ``on_advantages(batch)``; the subclass's ``_update(batch)``
+(the only part that differs between the algorithms; it calls ``on_minibatch_loss`` /
+``on_epoch_end`` where it has them); ``on_update_end``; metrics. Learning-rate annealing
 (``anneal_lr``) is applied here before each rollout, linearly from ``learning_rate`` to 0 over
 the ``train`` call's budget.
 """
@@ -45,20 +47,26 @@ class OnPolicyAlgorithm(Algorithm):
         self.collector = RolloutCollector(
             env_id, n_envs=cfg.n_envs, seed=self.seed, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda,
             normalize_rewards=cfg.normalize_rewards, normalize_obs=cfg.normalize_obs,
-            clip_obs=cfg.clip_obs, clip_reward=cfg.clip_reward, wrappers=wrappers, device=self.device)
+            clip_obs=cfg.clip_obs, clip_reward=cfg.clip_reward, wrappers=wrappers, device=self.device,
+            vec_env=cfg.vec_env)
         self.custom_policy = policy is not None     # (else rlox.policies' default, built here)
         if policy is None:
             # Initialise from the seed without touching torch's global generator.
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(self.seed)
-                policy = make_policy(self.observation_space, self.action_space, algorithm=type(self).__name__,
-                                     hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
-                                     log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
+                policy = self._build_policy()
         self.policy = policy.to(self.device)
         self.stop_requested = False     # a callback's on_step asked to stop during the rollout
         self._setup_optimizers()
 
     # ------------------------------------------------------------------ subclass interface
+    def _build_policy(self) -> torch.nn.Module:
+        """The default policy (``rlox.policies``' MLP actor-critic); RecurrentPPO builds an LSTM one."""
+        cfg = self.config
+        return make_policy(self.observation_space, self.action_space, algorithm=type(self).__name__,
+                           hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
+                           log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
+
     def _setup_optimizers(self) -> None:
         """Create ``self.optimizers`` (name -> optimizer) and ``self.base_lrs``."""
         self.optimizers = {"policy": adam(self.policy.parameters(), self.config.learning_rate, eps=1e-5)}
@@ -118,14 +126,24 @@ class OnPolicyAlgorithm(Algorithm):
         cfg = self.config
         on_step = self.callbacks.on_step if self.callbacks.needs_step else None
         self.policy.train(False)
-        batch = self.collector.collect(self.policy, cfg.n_steps, generator=self.torch_gen, on_step=on_step,
-                                       sde_sample_freq=cfg.sde_sample_freq)
+        if cfg.rollout_episodes is not None:     # r2l's episode-bounded rollouts
+            batch = self.collector.collect(self.policy, n_episodes=cfg.rollout_episodes, generator=self.torch_gen,
+                                           on_step=on_step, sde_sample_freq=cfg.sde_sample_freq)
+        else:
+            batch = self.collector.collect(self.policy, cfg.n_steps, generator=self.torch_gen, on_step=on_step,
+                                           sde_sample_freq=cfg.sde_sample_freq)
         self.policy.train(True)
         self.record_episodes(self.collector.episode_returns, self.collector.episode_lengths)
         for phase in ("env_step", "policy_forward", "gae_compute"):
             self.time_phase(phase, self.collector.timings[phase])
         self.stop_requested = self.collector.stop_requested
         return batch
+
+    @property
+    def update_hooks(self) -> Any:
+        """The callbacks the update calls (``rlox.callbacks.CallbackList``; loggers included
+        while training)."""
+        return getattr(self, "_hooks", None) or self.callbacks
 
     def _iteration(self) -> tuple[dict[str, Any], bool]:
         cfg = self.config
@@ -135,11 +153,14 @@ class OnPolicyAlgorithm(Algorithm):
         keep_going = self.callbacks.on_rollout_start()
         before = dict(self.timings)
         batch = self._collect_rollout()
-        self.num_timesteps += cfg.n_steps * cfg.n_envs
+        self.num_timesteps += len(batch)
         rollout = {"train/mean_reward": self.mean_reward, "train/episodes": self.episodes}
         keep_going = self.callbacks.on_rollout_end(rollout) and keep_going and not self.stop_requested
         t0 = time.perf_counter()
+        hooks = self.update_hooks
+        hooks.on_advantages(batch)      # r2l: after advantages/returns (may replace them)
         losses = self._update(batch)
+        hooks.on_update_end(losses)     # r2l: after all minibatches
         self.time_phase("gradient_update", time.perf_counter() - t0)
         metrics = {**rollout, **losses, "train/learning_rate": lr}
         for phase in ("env_step", "gae_compute", "gradient_update"):

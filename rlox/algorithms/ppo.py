@@ -61,6 +61,11 @@ class PPO(CompiledUpdateMixin, OnPolicyAlgorithm):
         return cfg.clip_eps * self.progress_remaining if cfg.anneal_clip else cfg.clip_eps
 
     def _update(self, batch: RolloutBatch) -> dict[str, Any]:
+        hooks = self.update_hooks
+        if self.compiled_update and hooks.needs_loss_hook:
+            # The kernel has no torch loss per minibatch for on_minibatch_loss to see: switch to
+            # the torch update (Adam's state carried over), for this and later updates.
+            self.compiled_update = False
         if self.compiled_update:
             return self._kernel_update(batch)   # this loop, compiled (rlox.algorithms._compiled_update)
         cfg = self.config
@@ -68,8 +73,9 @@ class PPO(CompiledUpdateMixin, OnPolicyAlgorithm):
         params = list(self.policy.parameters())
         clip_eps = max(self.current_clip_eps(), 1e-8)
         stats: list[dict[str, torch.Tensor]] = []
-        stopped_early = False
-        for _epoch in range(cfg.n_epochs):
+        epochs_done = 0
+        for epoch in range(cfg.n_epochs):
+            stopped_early = False
             for mb in batch.sample_minibatches(cfg.batch_size, shuffle=True, generator=self.torch_gen):
                 loss, m = self.loss_fn(self.policy, mb.obs, mb.actions, mb.log_probs, mb.advantages,
                                        mb.returns, mb.values, clip_eps=clip_eps)
@@ -78,6 +84,7 @@ class PPO(CompiledUpdateMixin, OnPolicyAlgorithm):
                 if cfg.target_kl is not None and m["approx_kl"].item() > 1.5 * cfg.target_kl:
                     stopped_early = True
                     break
+                loss = hooks.on_minibatch_loss(loss, m)     # r2l: may inspect or scale the loss
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if cfg.max_grad_norm > 0:
@@ -86,8 +93,12 @@ class PPO(CompiledUpdateMixin, OnPolicyAlgorithm):
                 stats.append(m)
             if stopped_early:
                 break
+            epochs_done += 1
+            # r2l: after each epoch; False stops the remaining epochs.
+            if hooks.needs_epoch_hook and not hooks.on_epoch_end(epoch, self._mean_metrics(stats)):
+                break
         out = self._mean_metrics(stats)
         out["train/clip_range"] = clip_eps
-        out["train/epochs_done"] = _epoch + (0 if stopped_early else 1)
+        out["train/epochs_done"] = epochs_done
         out["train/n_updates"] = len(stats)
         return out
