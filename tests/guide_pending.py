@@ -125,27 +125,6 @@ def test_guide_llm_post_training():
     assert torch.isfinite(loss)
 
 
-# ---------------------------------------------------------------- Visual RL Wrappers
-def test_guide_visual_wrappers():
-    import gymnasium as gym
-    from rlox.wrappers.visual import FrameStack, ImagePreprocess, AtariWrapper, DMControlWrapper
-
-    env = gym.make("ALE/Pong-v5")                        # (needs ale-py)
-
-    # FrameStack: stack N consecutive frames along the channel axis
-    env = FrameStack(env, n_frames=4)
-
-    # ImagePreprocess: resize, grayscale, normalize pixel values
-    env = ImagePreprocess(env, width=84, height=84, grayscale=True)
-
-    # AtariWrapper: combines standard Atari preprocessing
-    # (NoopReset, MaxAndSkip, EpisodicLife, FireReset, ClipReward, FrameStack)
-    env = AtariWrapper(gym.make("ALE/Pong-v5"), frame_stack=4)
-
-    # DMControlWrapper: wraps DeepMind Control Suite environments
-    env = DMControlWrapper(domain="cartpole", task="swingup")
-
-
 # ---------------------------------------------------------------- Language RL Wrappers
 def test_guide_language_wrappers():
     import gymnasium as gym
