@@ -36,6 +36,7 @@ _LAZY: dict[str, str] = {
     "SACTrainer": "rlox.trainer",
     "TD3Trainer": "rlox.trainer",
     "DQNTrainer": "rlox.trainer",
+    "DreamerV3Trainer": "rlox.trainer",
 }
 
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 from rlox.presets import merge_preset
 
 __all__ = ["Trainer", "trainer_for", "TRAINERS", "PPOTrainer", "A2CTrainer", "VPGTrainer", "TRPOTrainer",
-           "SACTrainer", "TD3Trainer", "DQNTrainer"]
+           "SACTrainer", "TD3Trainer", "DQNTrainer", "DreamerV3Trainer"]
 
 
 def resolve_algorithm(name: str) -> type:
@@ -240,3 +240,4 @@ TRPOTrainer = trainer_for("trpo")
 SACTrainer = trainer_for("sac")
 TD3Trainer = trainer_for("td3")
 DQNTrainer = trainer_for("dqn")
+DreamerV3Trainer = trainer_for("dreamer", "DreamerV3Trainer")

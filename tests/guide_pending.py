@@ -20,18 +20,6 @@ def test_guide_trainer_mappo():
     assert np.isfinite(metrics["mean_reward"])
 
 
-# ---------------------------------------------------------------- Trainer: DreamerV3
-def test_guide_trainer_dreamer():
-    from rlox import Trainer, DreamerV3Trainer  # noqa: F401
-
-    trainer = DreamerV3Trainer(
-        env="Pendulum-v1",
-        seed=42,
-    )
-    metrics = trainer.train(total_timesteps=1_000)      # guide: 200_000
-    assert np.isfinite(metrics["mean_reward"])
-
-
 # ---------------------------------------------------------------- Trainer: IMPALA
 def test_guide_trainer_impala():
     from rlox import Trainer, IMPALATrainer  # noqa: F401

@@ -999,6 +999,18 @@ def test_guide_checkpoint_security(in_tmp):
     assert trainer.algorithm_name == "ppo"
 
 
+# ---------------------------------------------------------------- Trainer: DreamerV3
+def test_guide_trainer_dreamer():
+    from rlox import Trainer, DreamerV3Trainer  # noqa: F401
+
+    trainer = DreamerV3Trainer(
+        env="Pendulum-v1",
+        seed=42,
+    )
+    metrics = trainer.train(total_timesteps=1_000)      # guide: 200_000
+    assert np.isfinite(metrics["mean_reward"])
+
+
 # ---------------------------------------------------------------- Visual RL Wrappers
 def test_guide_visual_wrappers():
     import gymnasium as gym

@@ -23,6 +23,7 @@ _MODULES = {
     "SAC": "sac",
     "TD3": "td3",
     "DQN": "dqn",
+    "DreamerV3": "dreamer_v3",
 }
 
 __all__ = list(_MODULES)
