@@ -210,6 +210,8 @@ class _OnPolicyConfig(ConfigBase):
     use_sde: bool = _f(False, "gSDE: state-dependent exploration noise (continuous actions)")
     sde_sample_freq: int = _f(-1, "gSDE: draw new noise every this many steps (-1: once per rollout)", ge=-1)
     ortho_init: bool = _f(True, "orthogonal initialisation (gain sqrt(2), 0.01 policy head, 1 value head)")
+    features_extractor: Literal["auto", "mlp", "nature", "impala"] = _f(
+        "auto", "observation encoder: auto (NatureCNN for uint8 images, else the MLP), mlp, nature, impala")
 
 
 @dataclass
@@ -359,6 +361,8 @@ class DQNConfig(_OffPolicyConfig):
     beta_start: float = _f(0.4, "PER importance-sampling exponent at the start (annealed to 1)", ge=0, le=1)
     prioritized_eps: float = _f(1e-6, "added to |TD error| to form priorities", gt=0)
     hidden: Any = _f(64, "hidden layer width (two layers) or a list of widths")
+    features_extractor: Literal["auto", "mlp", "nature", "impala"] = _f(
+        "auto", "observation encoder: auto (NatureCNN for uint8 images, else the MLP), mlp, nature, impala")
 
 
 CONFIGS: dict[str, type[ConfigBase]] = {

@@ -52,7 +52,8 @@ class OnPolicyAlgorithm(Algorithm):
                 torch.manual_seed(self.seed)
                 policy = make_policy(self.observation_space, self.action_space, algorithm=type(self).__name__,
                                      hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
-                                     log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
+                                     log_std_init=cfg.log_std_init, use_sde=cfg.use_sde,
+                                     features_extractor=cfg.features_extractor)
         self.policy = policy.to(self.device)
         self.stop_requested = False     # a callback's on_step asked to stop during the rollout
         self._setup_optimizers()
