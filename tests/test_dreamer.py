@@ -209,3 +209,6 @@ def test_trainer_dreamer_registered():
     metrics = t.train(total_timesteps=150)
     assert t.algo.updates > 0 and np.isfinite(metrics["mean_reward"])
     assert t.predict(np.zeros(4, np.float32)) in (0, 1)
+    calls = []
+    t.algo.reset_state = lambda *a: calls.append(a)      # evaluation starts each episode afresh
+    assert np.isfinite(t.evaluate(n_episodes=2)["mean_reward"]) and len(calls) == 2
