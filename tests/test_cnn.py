@@ -119,10 +119,11 @@ def test_ppo_learns_from_pixels():
     assert after >= 14.0 and after > before, (before, after)   # 16 is perfect, random ~8
 
 
-def test_a2c_channel_last_pixels_smoke():
+@pytest.mark.parametrize("algo", ["a2c", "vpg", "trpo"])
+def test_onpolicy_channel_last_pixels_smoke(algo):
     from rlox import Trainer
 
-    t = Trainer("a2c", env="RloxTestSquaresHWC-v0", seed=0, n_envs=2, n_steps=8)
+    t = Trainer(algo, env="RloxTestSquaresHWC-v0", seed=0, n_envs=2, n_steps=8)
     assert t.algo.policy.features.net.inp.channels_last
     metrics = t.train(total_timesteps=64)
     assert np.isfinite(metrics["policy_loss"])
