@@ -186,6 +186,20 @@ def test_dmc_proprio():
     np.testing.assert_array_equal(again, DMControlWrapper("cartpole", "swingup").reset(seed=0)[0])
 
 
+def test_dmc_through_trainer_and_gym_make():
+    pytest.importorskip("dm_control", reason="needs dm-control (pip install 'rlox[dmc]')")
+    from rlox import Trainer
+    from rlox.wrappers.visual import DMC_ID
+
+    made = gym.make(DMC_ID, domain="cartpole", task="balance", action_repeat=4)
+    assert made.observation_space.shape == (5,)
+    t = Trainer("dreamer", env=DMControlWrapper("cartpole", "swingup", action_repeat=8), seed=0,
+                deter=16, hidden=16, groups=2, classes=4, batch_size=2, batch_length=8, n_bins=21,
+                learning_starts=20, train_ratio=4, steps_per_iteration=50)
+    metrics = t.train(total_timesteps=130)
+    assert t.algo.updates > 0 and metrics["episodes"] == 1     # one 125-step episode
+
+
 def test_dmc_pixels():
     env = _render_or_skip()
     obs, _ = env.reset(seed=1)

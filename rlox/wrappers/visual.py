@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["FrameStack", "ImagePreprocess", "AtariWrapper", "DMControlWrapper", "make_atari",
+__all__ = ["FrameStack", "ImagePreprocess", "AtariWrapper", "DMControlWrapper", "DMC_ID", "make_atari",
            "image_layout", "is_image_space", "is_atari_id", "resize_frames"]
 
 Layout = Literal["chw", "hwc", "hw"]
@@ -370,6 +370,12 @@ class AtariWrapper(gym.Wrapper):
 
 
 # ---------------------------------------------------------------------- DeepMind Control
+#: gymnasium id of DMControlWrapper: gym.make(DMC_ID, domain="cartpole", task="swingup", ...)
+DMC_ID = "rlox/DMControl-v0"
+if DMC_ID not in gym.registry:
+    gym.register(DMC_ID, entry_point="rlox.wrappers.visual:DMControlWrapper", disable_env_checker=True)
+
+
 def _dm_suite():
     os.environ.setdefault("MUJOCO_GL", "egl")     # headless rendering (EGL; "osmesa" works too)
     try:
@@ -421,6 +427,12 @@ class DMControlWrapper(gym.Env):
         self._suite = suite
         self._seed = seed
         self._env = suite.load(domain, task, task_kwargs={"random": seed})
+        # A spec that remakes this env, so vector envs (rlox.envs.make_vec_env, Trainer) can copy it.
+        self.spec = gym.envs.registration.EnvSpec(
+            DMC_ID, entry_point="rlox.wrappers.visual:DMControlWrapper", disable_env_checker=True,
+            kwargs=dict(domain=domain, task=task, from_pixels=self.from_pixels, height=self.height,
+                        width=self.width, camera_id=self.camera_id, action_repeat=self.action_repeat,
+                        seed=seed, channels_first=self.channels_first))
         spec = self._env.action_spec()
         self.action_space = spaces.Box(spec.minimum.astype(np.float32), spec.maximum.astype(np.float32),
                                        dtype=np.float32)
