@@ -214,3 +214,11 @@ def test_dmc_bad_task():
         DMControlWrapper("cartpol", "swingup")
     with pytest.raises(ValueError, match="no task"):
         DMControlWrapper("cartpole", "jump")
+
+
+def test_atari_without_ale_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ale_py", None)        # as if ale-py were not installed
+    with pytest.raises(ImportError, match=r"pip install 'rlox\[atari\]'"):
+        make_atari("ALE/Pong-v5")
