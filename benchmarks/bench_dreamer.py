@@ -10,6 +10,7 @@ from a venv of its own; this script runs it only where ``sheeprl`` imports (it s
 table otherwise).
 
     .venv/bin/python benchmarks/bench_dreamer.py --steps 20000 --seeds 1 [--train-ratio 512] [--size XS]
+    RLOX_BENCH_QUICK=1 .venv/bin/python benchmarks/bench_dreamer.py     # 5k steps, train_ratio 64
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS, Table, header  # noqa: E402
+from _harness import QUICK, RESULTS, Table, header  # noqa: E402
 
 
 def evaluate(algo, n_episodes: int = 5, seed: int = 10_000) -> float:
@@ -63,10 +64,11 @@ def run_rlox(seed: int, steps: int, eval_every: int, config: dict) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=20_000)
+    # RLOX_BENCH_QUICK=1: 5k steps at train_ratio 64 (what fits a shared 2-core machine).
+    ap.add_argument("--steps", type=int, default=5_000 if QUICK else 20_000)
     ap.add_argument("--seeds", type=int, default=1)
-    ap.add_argument("--eval-every", type=int, default=5_000)
-    ap.add_argument("--train-ratio", type=float, default=512.0)
+    ap.add_argument("--eval-every", type=int, default=2_500 if QUICK else 5_000)
+    ap.add_argument("--train-ratio", type=float, default=64.0 if QUICK else 512.0)
     ap.add_argument("--size", default="XS")
     args = ap.parse_args()
     torch.set_num_threads(1)

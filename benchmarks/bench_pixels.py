@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import Table, header  # noqa: E402
+from _harness import QUICK, Table, header  # noqa: E402
 
 GAME = "ALE/Pong-v5"
 PPO_HP = dict(n_steps=128, batch_size=256, n_epochs=4, learning_rate=2.5e-4, clip_range=0.1, ent_coef=0.01,
@@ -79,8 +79,9 @@ def _sb3_ppo_sps(steps: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=2048, help="PPO env steps per run (all 8 envs together)")
+    ap.add_argument("--rounds", type=int, default=1 if QUICK else 3)
+    ap.add_argument("--steps", type=int, default=1024 if QUICK else 2048,
+                    help="PPO env steps per run (all 8 envs together)")
     ap.add_argument("--wrapper-steps", type=int, default=2000)
     args = ap.parse_args()
     torch.set_num_threads(1)
