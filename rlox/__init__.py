@@ -43,6 +43,7 @@ _LAZY: dict[str, str] = {
     "normalized_score": "rlox.offline",
     "IMPALATrainer": "rlox.trainer",
     "RecurrentPPOTrainer": "rlox.trainer",
+    "DreamerV3Trainer": "rlox.trainer",
 }
 
 

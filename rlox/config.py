@@ -289,6 +289,8 @@ class _OnPolicyConfig(ConfigBase):
                                       ge=1, optional=True)
     vec_env: Literal["sync", "async"] = _f("sync", "Python (gymnasium) envs: stepped in this process ('sync') or "
                                            "one subprocess each ('async', gymnasium's AsyncVectorEnv)")
+    features_extractor: Literal["auto", "mlp", "nature", "impala"] = _f(
+        "auto", "observation encoder: auto (NatureCNN for uint8 images, else the MLP), mlp, nature, impala")
 
 
 @dataclass
@@ -456,6 +458,8 @@ class DQNConfig(_OffPolicyConfig):
     beta_start: float = _f(0.4, "PER importance-sampling exponent at the start (annealed to 1)", ge=0, le=1)
     prioritized_eps: float = _f(1e-6, "added to |TD error| to form priorities", gt=0)
     hidden: Any = _f(64, "hidden layer width (two layers) or a list of widths")
+    features_extractor: Literal["auto", "mlp", "nature", "impala"] = _f(
+        "auto", "observation encoder: auto (NatureCNN for uint8 images, else the MLP), mlp, nature, impala")
 
 
 # ====================================================================== multi-agent
@@ -514,6 +518,65 @@ CONFIGS: dict[str, type[ConfigBase]] = {
     c.algorithm: c for c in (PPOConfig, A2CConfig, VPGConfig, TRPOConfig, SACConfig, TD3Config, DQNConfig)
 }
 CONFIGS.update({c.algorithm: c for c in (MAPPOConfig, IPPOConfig)})
+
+
+# ====================================================================== world models
+@dataclass
+class DreamerV3Config(ConfigBase):
+    """DreamerV3 (Hafner et al., 2023, arXiv:2301.04104); defaults are the paper's (Table W.1),
+    with the XS model preset so a run fits a CPU."""
+
+    algorithm: ClassVar[str] = "dreamer"
+    size: Literal["XS", "S", "M", "L", "XL"] = _f("XS", "model size preset (rlox.algorithms.dreamer_v3.MODEL_SIZES)")
+    deter: int | None = _f(None, "GRU state width (None: from size)", ge=1, optional=True)
+    hidden: int | None = _f(None, "MLP width (None: from size)", ge=1, optional=True)
+    layers: int | None = _f(None, "MLP layers of encoder/decoder/heads (None: from size)", ge=1, optional=True)
+    groups: int | None = _f(None, "categorical latents (None: from size)", ge=1, optional=True)
+    classes: int | None = _f(None, "classes per latent (None: from size)", ge=2, optional=True)
+    cnn_depth: int | None = _f(None, "channels of the first conv layer for images (None: from size)", ge=1,
+                               optional=True)
+    n_envs: int = _f(1, "parallel environments", ge=1)
+    buffer_size: int = _f(1_000_000, "replay capacity (step records, all envs)", ge=1)
+    batch_size: int = _f(16, "sequences per update", ge=1)
+    batch_length: int = _f(64, "steps per replayed sequence", ge=2)
+    train_ratio: float = _f(512.0, "replayed steps per env step (updates = n_envs * train_ratio / "
+                            "(batch_size * batch_length) per env step)", gt=0)
+    learning_starts: int = _f(1024, "env steps of uniform random actions before learning starts", ge=0)
+    steps_per_iteration: int = _f(1000, "env steps per training iteration (how often loggers run)", ge=1)
+    imagination_horizon: int = _f(15, "imagined steps per start state", ge=1)
+    gamma: float = _f(0.997, "discount (1 - 1/333)", ge=0, le=1)
+    return_lambda: float = _f(0.95, "lambda of the imagined TD(lambda) returns", ge=0, le=1)
+    model_lr: float = _f(1e-4, "world model Adam learning rate", gt=0)
+    actor_lr: float = _f(3e-5, "actor Adam learning rate", gt=0)
+    critic_lr: float = _f(3e-5, "critic Adam learning rate", gt=0)
+    model_grad_clip: float = _f(1000.0, "world model gradient-norm clip", gt=0)
+    ac_grad_clip: float = _f(100.0, "actor and critic gradient-norm clip", gt=0)
+    free_bits: float = _f(1.0, "free nats of the KL losses (clipped below this)", ge=0)
+    dyn_scale: float = _f(0.5, "weight of the dynamics KL loss", ge=0)
+    rep_scale: float = _f(0.1, "weight of the representation KL loss", ge=0)
+    unimix: float = _f(0.01, "uniform mix of the latent and discrete-action categoricals", ge=0, lt=1)
+    n_bins: int = _f(255, "two-hot bins (symlog space, [-20, 20]) of the reward and critic heads", ge=2)
+    entropy_coef: float = _f(3e-4, "actor entropy bonus (eta)", ge=0)
+    return_norm_decay: float = _f(0.99, "EMA decay of the returns' 5-95 percentile range", ge=0, lt=1)
+    critic_ema_decay: float = _f(0.98, "EMA decay of the slow critic", ge=0, lt=1)
+    slow_reg: float = _f(1.0, "weight of the critic's regulariser towards the slow critic", ge=0)
+    actor_grad: Literal["auto", "reinforce", "backprop"] = _f(
+        "auto", "actor gradient: REINFORCE, backprop through the model, or auto (backprop for continuous "
+        "actions, REINFORCE for discrete: DreamerV3's first release)")
+    precision: Literal["auto", "float32", "bfloat16"] = _f("auto", "auto: bfloat16 autocast on CUDA GPUs "
+                                                           "that support it, float32 elsewhere")
+    save_replay: bool = _f(True, "save the replay (filled part) in checkpoints, so resumed runs keep it")
+
+    def validate(self) -> None:
+        if self.hidden is not None and not isinstance(self.hidden, int):
+            raise ValueError(f"DreamerV3Config.hidden must be one int (the MLP width) or None, got {self.hidden!r}")
+        if self.batch_length > self.buffer_size // self.n_envs:
+            raise ValueError(f"DreamerV3Config.batch_length = {self.batch_length} is larger than buffer_size = "
+                             f"{self.buffer_size} / n_envs = {self.n_envs}; sequences must fit in each env's replay")
+
+
+CONFIGS["dreamer"] = DreamerV3Config
+__all__ += ["DreamerV3Config"]
 
 
 def config_for(algorithm: str) -> type[ConfigBase]:

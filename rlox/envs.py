@@ -377,7 +377,9 @@ def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, *, vec_env: str 
     1. a native id (``NATIVE_ENV_IDS``, no gymnasium kwargs): the native ``VecEnv``;
     2. a name in ``rlox.plugins.ENV_REGISTRY``: ``GymVecEnv`` over its factory (a callable
        returning a gymnasium env), or the native ``VecEnv`` when it names a native env class;
-    3. anything gymnasium takes (an id, an ``EnvSpec``, an env object, a list of factories):
+    3. an Atari id (``"ALE/Pong-v5"``, ``"PongNoFrameskip-v4"``): ``GymVecEnv`` over
+       ``AtariWrapper(make_atari(id))`` (``rlox.wrappers.visual``; needs the ``atari`` extra);
+    4. anything gymnasium takes (an id, an ``EnvSpec``, an env object, a list of factories):
        ``GymVecEnv``.
 
     ``vec_env="async"`` steps Python envs in subprocesses (``GymVecEnv(asynchronous=True)``);
@@ -404,6 +406,14 @@ def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, *, vec_env: str 
         return GymVecEnv(env_id, n_envs, seed, asynchronous=True, **kwargs)
     if is_native(env_id) and not kwargs:
         return VecEnv(n=n_envs, seed=seed, env_id=env_id)
+    if isinstance(env_id, str) and (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4")):
+        # Atari ids get the standard preprocessing (rlox.wrappers.visual.AtariWrapper).
+        from rlox.wrappers.visual import AtariWrapper, make_atari
+
+        fns = [(lambda: AtariWrapper(make_atari(env_id, **kwargs))) for _ in range(int(n_envs))]
+        venv = GymVecEnv(fns, n_envs, seed)
+        venv.env_id = env_id
+        return venv
     if isinstance(env_id, str) and env_id not in gym.registry and ":" not in env_id:
         from rlox.plugins import ENV_REGISTRY
 

@@ -129,6 +129,16 @@ def performance_profiles(
     return out
 
 
+def _reset_recurrent_state(agent: Any) -> None:
+    """Agents with a recurrent state between ``predict`` calls (DreamerV3's ``reset_state``)
+    start each episode afresh; a Trainer passes it on to its algorithm."""
+    for obj in (agent, getattr(agent, "algo", None)):
+        reset = getattr(obj, "reset_state", None)
+        if callable(reset):
+            reset()
+            return
+
+
 def _make_eval_env(env: Any, seed: int):
     """A single gymnasium env for ``env`` (an id, a registered rlox env name or an env object)."""
     import gymnasium as gym
@@ -141,6 +151,11 @@ def _make_eval_env(env: Any, seed: int):
         from rlox.plugins import ENV_REGISTRY
     except ImportError:  # the registry module is optional for evaluation
         ENV_REGISTRY = None
+    if env.startswith("ALE/") or env.endswith("NoFrameskip-v4"):
+        # As trained (rlox.envs.make_vec_env), but scored on whole games with the real rewards.
+        from rlox.wrappers.visual import AtariWrapper, make_atari
+
+        return AtariWrapper(make_atari(env), terminal_on_life_loss=False, clip_reward=False), True
     if env in gym.registry:
         return gym.make(env), True
     if ENV_REGISTRY is not None and env in ENV_REGISTRY:
@@ -231,6 +246,7 @@ def evaluate_policy(
             obs, _ = env.reset(seed=int(seed) + ep)
             if isinstance(act, _RecurrentActor):
                 act.reset()
+            _reset_recurrent_state(algo_or_policy)
             done, total, steps = False, 0.0, 0
             while not done:
                 action = np.asarray(act(np.asarray(obs, dtype=np.float32)))

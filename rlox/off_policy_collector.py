@@ -137,6 +137,10 @@ class OffPolicyCollector:
                              f"{self.observation_space} for {env_label(env_id)}")
         self.obs_shape = tuple(self.observation_space.shape)
         self.obs_dim = int(np.prod(self.obs_shape))
+        from rlox.wrappers.visual import is_image_space
+
+        # Images stay uint8 on their way to the replay buffer (4x less memory than float32).
+        self.obs_dtype = np.uint8 if is_image_space(self.observation_space) else np.float32
         self.discrete = isinstance(self.action_space, spaces.Discrete)
         if self.discrete:
             self.act_dim, self.n_actions = 1, int(self.action_space.n)
@@ -183,7 +187,7 @@ class OffPolicyCollector:
         return self.obs
 
     def _flat(self, obs: Any) -> np.ndarray:
-        arr = np.asarray(obs, dtype=np.float32)
+        arr = np.asarray(obs, dtype=self.obs_dtype)
         return arr.reshape(self.n_envs, self.obs_dim)
 
     def to_env_actions(self, actions: np.ndarray) -> np.ndarray:

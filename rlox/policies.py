@@ -27,7 +27,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["DiscretePolicy", "ContinuousPolicy", "GaussianPolicy", "mlp", "hidden_sizes", "make_policy"]
+__all__ = ["DiscretePolicy", "ContinuousPolicy", "GaussianPolicy", "mlp", "hidden_sizes", "make_policy",
+           "SharedFeatures"]
 
 _LOG_2PI = math.log(2 * math.pi)
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -69,19 +70,67 @@ def mlp(in_dim: int, hidden: int | Sequence[int], out_dim: int, activation: str 
     return nn.Sequential(*layers)
 
 
+class SharedFeatures(nn.Module):
+    """A feature extractor (e.g. ``rlox.cnn.NatureCNN``) that the actor and the critic share, as
+    SB3's CnnPolicy does: the output for the last input tensor is reused while the input and the
+    weights are unchanged and no backward pass has gone through it, so ``act`` /
+    ``evaluate_actions`` run the CNN once for both heads."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+        self.features_dim = int(net.features_dim)
+        self._cache: tuple | None = None
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if obs.is_inference() or torch.is_inference_mode_enabled():
+            self._cache = None
+            return self.net(obs)        # (inference tensors have no version counter to key on)
+        first = next(self.net.parameters())
+        key = (obs.data_ptr(), obs._version, tuple(obs.shape), first._version, torch.is_grad_enabled())
+        if self._cache is not None and self._cache[0] is obs and self._cache[1] == key:
+            return self._cache[2]
+        out = self.net(obs)
+        self._cache = (obs, key, out)
+        if out.requires_grad:       # once a backward pass has used this graph, never hand it out again
+            out.register_hook(self._forget)
+        return out
+
+    def _forget(self, grad: torch.Tensor) -> None:
+        self._cache = None
+
+
+def _linear_head(features: SharedFeatures, out_dim: int, gain: float, ortho_init: bool) -> nn.Sequential:
+    lin = nn.Linear(features.features_dim, out_dim)
+    if ortho_init:
+        nn.init.orthogonal_(lin.weight, gain=gain)
+        nn.init.zeros_(lin.bias)
+    return nn.Sequential(features, lin)
+
+
 class _ActorCritic(nn.Module):
-    """Shared parts: the critic and the convenience methods built on ``act``/``evaluate_actions``."""
+    """Shared parts: the critic and the convenience methods built on ``act``/``evaluate_actions``.
+
+    With ``features`` (a CNN for image observations), actor and critic are linear heads on the
+    shared features (SB3's CnnPolicy); ``hidden`` then is ``[features_dim]``.
+    """
 
     discrete: bool
 
-    def __init__(self, obs_dim: int, hidden: int | Sequence[int], activation: str, ortho_init: bool):
+    def __init__(self, obs_dim: int, hidden: int | Sequence[int], activation: str, ortho_init: bool,
+                 features: nn.Module | None = None):
         super().__init__()
         if isinstance(obs_dim, bool) or not isinstance(obs_dim, (int, np.integer)) or obs_dim < 1:
             raise ValueError(f"obs_dim must be an int >= 1, got {obs_dim!r}")
         self.obs_dim = int(obs_dim)
-        self.hidden = hidden_sizes(hidden)
         self.activation = activation
-        self.critic = mlp(self.obs_dim, self.hidden, 1, activation, out_gain=1.0, ortho_init=ortho_init)
+        self.features = SharedFeatures(features) if features is not None else None
+        if self.features is not None:
+            self.hidden = [self.features.features_dim]
+            self.critic = _linear_head(self.features, 1, 1.0, ortho_init)
+        else:
+            self.hidden = hidden_sizes(hidden)
+            self.critic = mlp(self.obs_dim, self.hidden, 1, activation, out_gain=1.0, ortho_init=ortho_init)
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values ``[B]``."""
@@ -113,13 +162,16 @@ class DiscretePolicy(_ActorCritic):
     discrete = True
 
     def __init__(self, obs_dim: int, n_actions: int, hidden: int | Sequence[int] = 64,
-                 activation: str = "tanh", ortho_init: bool = True) -> None:
-        super().__init__(obs_dim, hidden, activation, ortho_init)
+                 activation: str = "tanh", ortho_init: bool = True, features: nn.Module | None = None) -> None:
+        super().__init__(obs_dim, hidden, activation, ortho_init, features)
         if isinstance(n_actions, bool) or not isinstance(n_actions, (int, np.integer)) or n_actions < 1:
             raise ValueError(f"n_actions must be an int >= 1, got {n_actions!r}")
         self.n_actions = int(n_actions)
-        self.actor = mlp(self.obs_dim, self.hidden, self.n_actions, activation, out_gain=0.01,
-                         ortho_init=ortho_init)
+        if self.features is not None:
+            self.actor = _linear_head(self.features, self.n_actions, 0.01, ortho_init)
+        else:
+            self.actor = mlp(self.obs_dim, self.hidden, self.n_actions, activation, out_gain=0.01,
+                             ortho_init=ortho_init)
 
     def dist_params(self, obs: torch.Tensor) -> torch.Tensor:
         """Normalised log-probabilities of every action ``[B, n_actions]``."""
@@ -183,14 +235,17 @@ class ContinuousPolicy(_ActorCritic):
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: int | Sequence[int] = 64,
                  activation: str = "tanh", ortho_init: bool = True, log_std_init: float = 0.0,
-                 use_sde: bool = False) -> None:
-        super().__init__(obs_dim, hidden, activation, ortho_init)
+                 use_sde: bool = False, features: nn.Module | None = None) -> None:
+        super().__init__(obs_dim, hidden, activation, ortho_init, features)
         if isinstance(act_dim, bool) or not isinstance(act_dim, (int, np.integer)) or act_dim < 1:
             raise ValueError(f"act_dim must be an int >= 1, got {act_dim!r}")
         self.act_dim = int(act_dim)
         self.use_sde = bool(use_sde)
-        self.actor = mlp(self.obs_dim, self.hidden, self.act_dim, activation, out_gain=0.01,
-                         ortho_init=ortho_init)
+        if self.features is not None:
+            self.actor = _linear_head(self.features, self.act_dim, 0.01, ortho_init)
+        else:
+            self.actor = mlp(self.obs_dim, self.hidden, self.act_dim, activation, out_gain=0.01,
+                             ortho_init=ortho_init)
         shape = (self.hidden[-1], self.act_dim) if self.use_sde else (self.act_dim,)
         self.log_std = nn.Parameter(torch.full(shape, float(log_std_init)))
         self.sde_noise: torch.Tensor | None = None     # [n, latent, act_dim] (gSDE only)
@@ -275,23 +330,31 @@ GaussianPolicy = ContinuousPolicy
 
 def make_policy(observation_space: gym.Space, action_space: gym.Space, *, algorithm: str = "PPO",
                 hidden: int | Sequence[int] = 64, activation: str = "tanh", ortho_init: bool = True,
-                log_std_init: float = 0.0, use_sde: bool = False) -> _ActorCritic:
+                log_std_init: float = 0.0, use_sde: bool = False, features_extractor: str = "auto"
+                ) -> _ActorCritic:
     """The policy for these spaces: ``DiscretePolicy`` for Discrete actions,
-    ``ContinuousPolicy`` for Box actions; a clear error for anything else."""
+    ``ContinuousPolicy`` for Box actions; a clear error for anything else.
+
+    ``features_extractor``: "auto" (a NatureCNN for uint8 image spaces, an MLP otherwise),
+    "mlp", "nature" or "impala" (``rlox.cnn``); with a CNN the heads are linear on its features."""
     if not isinstance(observation_space, gym.spaces.Box):
         raise TypeError(f"{algorithm} needs a Box observation space (a flat vector or an array it "
                         f"flattens), got {observation_space}; wrap the env (e.g. "
                         f"gymnasium.wrappers.FlattenObservation) to use it")
     obs_dim = int(np.prod(observation_space.shape))
+    from rlox.cnn import check_image_policy, make_feature_extractor
+
+    kind = check_image_policy(observation_space, features_extractor, algorithm)
+    features = make_feature_extractor(observation_space, kind) if kind is not None else None
     if isinstance(action_space, gym.spaces.Discrete):
         if action_space.start != 0:
             raise TypeError(f"{algorithm} needs Discrete actions starting at 0, got start={action_space.start}")
         if use_sde:
             raise ValueError(f"{algorithm}: use_sde (gSDE) needs a continuous (Box) action space, "
                              f"got {action_space}")
-        return DiscretePolicy(obs_dim, int(action_space.n), hidden, activation, ortho_init)
+        return DiscretePolicy(obs_dim, int(action_space.n), hidden, activation, ortho_init, features=features)
     if isinstance(action_space, gym.spaces.Box):
         return ContinuousPolicy(obs_dim, int(np.prod(action_space.shape)), hidden, activation, ortho_init,
-                                log_std_init, use_sde)
+                                log_std_init, use_sde, features=features)
     raise TypeError(f"{algorithm} supports Discrete and Box action spaces, got {action_space}; "
                     f"flatten a Dict/Tuple action space with a gymnasium wrapper first")

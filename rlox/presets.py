@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-__all__ = ["PRESETS", "get_preset", "merge_preset", "list_presets"]
+__all__ = ["PRESETS", "ATARI_PRESETS", "get_preset", "merge_preset", "list_presets"]
 
 PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     # --- PPO (zoo hyperparams/ppo.yml) ---------------------------------------------------
@@ -210,6 +210,21 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
 }
 
 
+# Atari (zoo hyperparams/ppo.yml and dqn.yml "atari" entries), for every ALE id; the env is
+# wrapped in rlox.wrappers.visual.AtariWrapper by rlox.envs.make_vec_env. PPO: 8 envs x 128
+# steps, 4 epochs of batch 256, lr lin_2.5e-4, clip lin_0.1, ent 0.01, vf 0.5 (x 2, see above).
+# DQN: 100k buffer, lr 1e-4, batch 32, 100k learning starts, target every 1000 steps, train
+# every 4, epsilon 1 -> 0.01 over 10% of the run.
+ATARI_PRESETS: dict[str, dict[str, Any]] = {
+    "ppo": {"n_envs": 8, "n_steps": 128, "batch_size": 256, "n_epochs": 4, "learning_rate": 2.5e-4,
+            "anneal_lr": True, "clip_eps": 0.1, "anneal_clip": True, "ent_coef": 0.01, "vf_coef": 1.0,
+            "clip_vloss": False},
+    "dqn": {"buffer_size": 100_000, "learning_rate": 1e-4, "batch_size": 32, "learning_starts": 100_000,
+            "target_update_interval": 1000, "train_freq": 4, "gradient_steps": 1, "exploration_fraction": 0.1,
+            "exploration_final_eps": 0.01},
+}
+
+
 def _key(algorithm: str, env_id: str) -> tuple[str, str]:
     return (str(algorithm).lower(), str(env_id))
 
@@ -221,6 +236,8 @@ def get_preset(algorithm: str, env_id: Any) -> dict[str, Any]:
     """
     if not isinstance(env_id, str):
         return {}
+    if _key(algorithm, env_id) not in PRESETS and (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4")):
+        return copy.deepcopy(ATARI_PRESETS.get(str(algorithm).lower(), {}))
     return copy.deepcopy(PRESETS.get(_key(algorithm, env_id), {}))
 
 

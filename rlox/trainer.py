@@ -253,6 +253,7 @@ IPPOTrainer = trainer_for("ippo")
 IMPALATrainer = trainer_for("impala")
 
 RecurrentPPOTrainer = trainer_for("recurrent_ppo", "RecurrentPPOTrainer")
+DreamerV3Trainer = trainer_for("dreamer", "DreamerV3Trainer")
 
 # Every named trainer defined above (one trainer_for line per algorithm).
 __all__ = ["Trainer", "trainer_for", "TRAINERS", *(cls.__name__ for cls in TRAINERS.values())]

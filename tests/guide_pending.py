@@ -7,18 +7,6 @@ import numpy as np
 import pytest
 
 
-# ---------------------------------------------------------------- Trainer: DreamerV3
-def test_guide_trainer_dreamer():
-    from rlox import Trainer, DreamerV3Trainer  # noqa: F401
-
-    trainer = DreamerV3Trainer(
-        env="Pendulum-v1",
-        seed=42,
-    )
-    metrics = trainer.train(total_timesteps=1_000)      # guide: 200_000
-    assert np.isfinite(metrics["mean_reward"])
-
-
 
 
 # ---------------------------------------------------------------- LLM Post-Training (GRPO, DPO)
@@ -56,27 +44,6 @@ def test_guide_llm_post_training():
     )
     loss, metrics = dpo.compute_loss(prompt, chosen, rejected)
     assert torch.isfinite(loss)
-
-
-# ---------------------------------------------------------------- Visual RL Wrappers
-def test_guide_visual_wrappers():
-    import gymnasium as gym
-    from rlox.wrappers.visual import FrameStack, ImagePreprocess, AtariWrapper, DMControlWrapper
-
-    env = gym.make("ALE/Pong-v5")                        # (needs ale-py)
-
-    # FrameStack: stack N consecutive frames along the channel axis
-    env = FrameStack(env, n_frames=4)
-
-    # ImagePreprocess: resize, grayscale, normalize pixel values
-    env = ImagePreprocess(env, width=84, height=84, grayscale=True)
-
-    # AtariWrapper: combines standard Atari preprocessing
-    # (NoopReset, MaxAndSkip, EpisodicLife, FireReset, ClipReward, FrameStack)
-    env = AtariWrapper(gym.make("ALE/Pong-v5"), frame_stack=4)
-
-    # DMControlWrapper: wraps DeepMind Control Suite environments
-    env = DMControlWrapper(domain="cartpole", task="swingup")
 
 
 # ---------------------------------------------------------------- Language RL Wrappers

@@ -1041,6 +1041,37 @@ def test_guide_offline_rl():
     # BC: Behavioral Cloning (supervised learning on demonstrations)
     from rlox.algorithms.bc import BC
     algo = BC(dataset=buf, obs_dim=17, act_dim=6)
+# ---------------------------------------------------------------- Trainer: DreamerV3
+def test_guide_trainer_dreamer():
+    from rlox import Trainer, DreamerV3Trainer  # noqa: F401
+
+    trainer = DreamerV3Trainer(
+        env="Pendulum-v1",
+        seed=42,
+    )
+    metrics = trainer.train(total_timesteps=1_000)      # guide: 200_000
+    assert np.isfinite(metrics["mean_reward"])
+
+
+# ---------------------------------------------------------------- Visual RL Wrappers
+def test_guide_visual_wrappers():
+    import gymnasium as gym
+    from rlox.wrappers.visual import FrameStack, ImagePreprocess, AtariWrapper, DMControlWrapper
+
+    env = gym.make("ALE/Pong-v5")                        # (needs ale-py)
+
+    # FrameStack: stack N consecutive frames along the channel axis
+    env = FrameStack(env, n_frames=4)
+
+    # ImagePreprocess: resize, grayscale, normalize pixel values
+    env = ImagePreprocess(env, width=84, height=84, grayscale=True)
+
+    # AtariWrapper: combines standard Atari preprocessing
+    # (NoopReset, MaxAndSkip, EpisodicLife, FireReset, ClipReward, FrameStack)
+    env = AtariWrapper(gym.make("ALE/Pong-v5"), frame_stack=4)
+
+    # DMControlWrapper: wraps DeepMind Control Suite environments
+    env = DMControlWrapper(domain="cartpole", task="swingup")
 
 
 # Samples whose features have not landed yet live in tests/guide_pending.py (not collected);
@@ -1058,6 +1089,8 @@ def test_guide_trainer_mappo():
     )
     metrics = trainer.train(total_timesteps=2_000)      # guide: 500_000
     assert np.isfinite(metrics["mean_reward"])
+
+
 # ---------------------------------------------------------------- Trainer: IMPALA
 def test_guide_trainer_impala():
     from rlox import Trainer, IMPALATrainer  # noqa: F401
@@ -1065,7 +1098,10 @@ def test_guide_trainer_impala():
     trainer = IMPALATrainer(
         env="CartPole-v1",
         n_actors=8,
+        seed=42,
+    )
     metrics = trainer.train(total_timesteps=4_000)      # guide: 1_000_000
+    assert np.isfinite(metrics["mean_reward"])
     obs = np.zeros(4, dtype=np.float32)
     impala = trainer
     action = impala.predict(obs)                        # "IMPALA/MAPPO: also support predict()"

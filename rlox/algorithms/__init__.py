@@ -32,6 +32,7 @@ _MODULES = {
     "BC": "bc",
     "IMPALA": "impala",
     "RecurrentPPO": "recurrent_ppo",
+    "DreamerV3": "dreamer_v3",
 }
 
 __all__ = list(_MODULES)

@@ -55,6 +55,9 @@ def compiled_update_unsupported(algo: Any) -> str | None:
         return ("the compiled update supports a state-independent log_std, not gSDE (use_sde=True); "
                 "pass compiled_update=False, or use_sde=False")
     pol = algo.policy
+    if getattr(pol, "features", None) is not None:
+        return ("the compiled update trains MLP policies; this one has a CNN feature extractor (image "
+                "observations); pass compiled_update=False (or None) to train it with torch")
     if not isinstance(pol, (DiscretePolicy, ContinuousPolicy)):
         return (f"the compiled update trains rlox.policies.DiscretePolicy / ContinuousPolicy, got "
                 f"{type(pol).__name__}; pass compiled_update=False")

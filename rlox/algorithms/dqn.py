@@ -43,6 +43,7 @@ class DQN(OffPolicyAlgorithm):
     name = "dqn"
     config_class = DQNConfig
     discrete_actions = True
+    supports_images = True      # uint8 images: CnnQNetwork, uint8 replay
     other_family = "DQN is for discrete actions: use SAC or TD3 (or PPO/A2C) for continuous ones"
     metric_names = ("loss", "q_values")
 
@@ -59,8 +60,9 @@ class DQN(OffPolicyAlgorithm):
             return super()._make_buffer()
         from rlox.buffers import PrioritizedReplayBuffer
 
-        return PrioritizedReplayBuffer(self._buffer_capacity(), obs_dim=self.obs_dim, act_dim=1, alpha=cfg.alpha,
-                                       beta=cfg.beta_start, eps=cfg.prioritized_eps, seed=self._substream_seed(1))
+        return PrioritizedReplayBuffer(self._buffer_capacity(), act_dim=1, alpha=cfg.alpha,
+                                       beta=cfg.beta_start, eps=cfg.prioritized_eps, seed=self._substream_seed(1),
+                                       **self._obs_layout())
 
     def _check_buffer(self, buffer: Any) -> None:
         super()._check_buffer(buffer)
@@ -73,7 +75,16 @@ class DQN(OffPolicyAlgorithm):
         cfg, dev = self.config, self.device
         net_cls = DuelingQNetwork if cfg.dueling else SimpleQNetwork
         n_actions = self.collector.n_actions
-        self.q_net = net_cls(self.obs_dim, n_actions, cfg.hidden).to(dev)
+        from rlox.cnn import CnnQNetwork, check_image_policy
+
+        kind = check_image_policy(self.collector.observation_space, cfg.features_extractor, "DQN")
+        if kind is not None:
+            if cfg.dueling:
+                raise ValueError("DQN: dueling=True is for MLP Q-networks; image observations use a CNN "
+                                 "Q-network (CnnQNetwork); pass dueling=False")
+            self.q_net = CnnQNetwork(self.collector.observation_space, n_actions, kind).to(dev)
+        else:
+            self.q_net = net_cls(self.obs_dim, n_actions, cfg.hidden).to(dev)
         self.q_net_target = copy.deepcopy(self.q_net).requires_grad_(False)
         self.optimizer = make_adam(self.q_net.parameters(), cfg.learning_rate)
         self._online = list(self.q_net.parameters())

@@ -75,6 +75,7 @@ class OffPolicyAlgorithm(Algorithm):
 
     #: True for algorithms that act in a Discrete space (DQN), False for Box ones (SAC, TD3).
     discrete_actions: ClassVar[bool] = False
+    supports_images: ClassVar[bool] = False     # uint8 image observations (a CNN network)
     #: What to suggest when the action space does not fit.
     other_family: ClassVar[str] = ""
     #: Names of the per-gradient-step values ``_train_step`` returns (logged as ``loss/<name>``).
@@ -101,6 +102,11 @@ class OffPolicyAlgorithm(Algorithm):
             if cfg.n_envs != collector.n_envs:
                 self.config = cfg = cfg.merge({"n_envs": collector.n_envs})
         self.collector = collector
+        if getattr(collector, "obs_dtype", np.float32) == np.uint8 and not self.supports_images:
+            raise ValueError(f"{type(self).__name__} does not take image observations (got "
+                             f"{collector.observation_space}); its networks are MLPs that would flatten "
+                             f"{collector.obs_dim} pixels. Use DQN or PPO (NatureCNN chosen automatically) or "
+                             f"DreamerV3 for pixels, or give it state observations")
         self._check_action_space()
         self.obs_dim, self.act_dim = collector.obs_dim, collector.act_dim
         if buffer is None:
@@ -203,8 +209,14 @@ class OffPolicyAlgorithm(Algorithm):
     def _make_buffer(self) -> Any:
         from rlox.buffers import ReplayBuffer
 
-        return ReplayBuffer(self._buffer_capacity(), obs_dim=self.obs_dim, act_dim=self.act_dim,
-                            seed=self._substream_seed(1))
+        return ReplayBuffer(self._buffer_capacity(), act_dim=self.act_dim, seed=self._substream_seed(1),
+                            **self._obs_layout())
+
+    def _obs_layout(self) -> dict[str, Any]:
+        """How the buffer stores observations: flat float32 vectors, or uint8 images of their shape."""
+        if getattr(self.collector, "obs_dtype", np.float32) == np.uint8:
+            return {"obs_shape": self.collector.obs_shape, "obs_dtype": np.uint8}
+        return {"obs_dim": self.obs_dim}
 
     def _check_buffer(self, buffer: Any) -> None:
         for method in ("push_batch", "sample", "__len__"):

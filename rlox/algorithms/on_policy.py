@@ -65,7 +65,8 @@ class OnPolicyAlgorithm(Algorithm):
         cfg = self.config
         return make_policy(self.observation_space, self.action_space, algorithm=type(self).__name__,
                            hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
-                           log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
+                           log_std_init=cfg.log_std_init, use_sde=cfg.use_sde,
+                           features_extractor=cfg.features_extractor)
 
     def _setup_optimizers(self) -> None:
         """Create ``self.optimizers`` (name -> optimizer) and ``self.base_lrs``."""

@@ -1,0 +1,116 @@
+"""Learning from pixels: Atari preprocessing and PPO training throughput, rlox vs Stable-Baselines3.
+
+1. Preprocessing: env steps/s of one Breakout env under rlox's ``AtariWrapper`` and under SB3's
+   ``AtariWrapper`` + a 4-frame stack (both on ``ALE/Breakout-v5`` made with ``frameskip=1``:
+   4 ALE frames, max-pool, 84x84 gray, stack per step), random actions.
+2. PPO training: steps/s of PPO with the RL Zoo Atari preset (8 envs x 128 steps, 4 epochs of
+   batch 256, NatureCNN) on ``ALE/Pong-v5``: rlox ``Trainer("ppo", env="ALE/Pong-v5")`` against
+   SB3's ``PPO("CnnPolicy")`` on ``make_atari_env`` + ``VecFrameStack(4)`` with the same
+   hyperparameters. Goal (issue 15): >= 2x SB3.
+
+Contestants run in interleaved rounds in one process, one torch thread each, so load from other
+work on the machine falls on both; the table gives the median of the rounds.
+
+    .venv/bin/python benchmarks/bench_pixels.py [--rounds 3] [--steps 2048]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import QUICK, Table, header  # noqa: E402
+
+GAME = "ALE/Pong-v5"
+PPO_HP = dict(n_steps=128, batch_size=256, n_epochs=4, learning_rate=2.5e-4, clip_range=0.1, ent_coef=0.01,
+              vf_coef=0.5)
+
+
+def _wrapper_sps(kind: str, steps: int) -> float:
+    import gymnasium as gym
+
+    from rlox.wrappers.visual import AtariWrapper, make_atari
+
+    if kind == "rlox":
+        env = AtariWrapper(make_atari("ALE/Breakout-v5"))
+    else:
+        from stable_baselines3.common.atari_wrappers import AtariWrapper as SB3Atari
+
+        env = gym.wrappers.FrameStackObservation(SB3Atari(make_atari("ALE/Breakout-v5")), 4)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+        if terminated or truncated:
+            env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+def _rlox_ppo_sps(steps: int) -> float:
+    from rlox import Trainer
+
+    trainer = Trainer("ppo", env=GAME, seed=0)           # the zoo's Atari preset, AtariWrapper, NatureCNN
+    t0 = time.perf_counter()
+    trainer.train(total_timesteps=steps)
+    return steps / (time.perf_counter() - t0)
+
+
+def _sb3_ppo_sps(steps: int) -> float:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    import ale_py
+    import gymnasium as gym
+
+    gym.register_envs(ale_py)
+    venv = VecFrameStack(make_atari_env(GAME, n_envs=8, seed=0, env_kwargs={"frameskip": 1}), n_stack=4)
+    model = PPO("CnnPolicy", venv, seed=0, device="cpu", verbose=0, **PPO_HP)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    return steps / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=1 if QUICK else 3)
+    ap.add_argument("--steps", type=int, default=1024 if QUICK else 2048,
+                    help="PPO env steps per run (all 8 envs together)")
+    ap.add_argument("--wrapper-steps", type=int, default=2000)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    table = Table("pixels", "Pixels: Atari preprocessing and PPO (NatureCNN) throughput, rlox vs SB3")
+
+    header("AtariWrapper: env steps/s (Breakout, 4 frames per step)")
+    ours, theirs = [], []
+    for r in range(args.rounds):
+        order = [("rlox", ours), ("sb3", theirs)][:: 1 if r % 2 == 0 else -1]
+        for kind, out in order:
+            out.append(_wrapper_sps(kind, args.wrapper_steps))
+    table.add("AtariWrapper step (Breakout)", rlox=float(np.median(ours)), peer=float(np.median(theirs)),
+              peer_name="SB3 AtariWrapper+stack", unit="steps/s",
+              note=f"{args.rounds} rounds x {args.wrapper_steps} steps; rounds rlox {np.round(ours).tolist()}, "
+                   f"SB3 {np.round(theirs).tolist()}")
+
+    header(f"PPO training on {GAME}: env steps/s (8 envs, zoo Atari preset, 1 torch thread)")
+    ours, theirs = [], []
+    for r in range(args.rounds):
+        order = [(_rlox_ppo_sps, ours), (_sb3_ppo_sps, theirs)][:: 1 if r % 2 == 0 else -1]
+        for fn, out in order:
+            out.append(fn(args.steps))
+            print(f"  round {r}: {fn.__name__} {out[-1]:.0f} steps/s", flush=True)
+    table.add(f"PPO train {GAME} (8 envs)", rlox=float(np.median(ours)), peer=float(np.median(theirs)),
+              peer_name="SB3 PPO CnnPolicy", unit="steps/s", goal=2.0,
+              note=f"{args.rounds} rounds x {args.steps} steps; rounds rlox {np.round(ours).tolist()}, "
+                   f"SB3 {np.round(theirs).tolist()}")
+    table.finish()
+
+
+if __name__ == "__main__":
+    main()
