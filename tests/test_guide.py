@@ -999,5 +999,42 @@ def test_guide_checkpoint_security(in_tmp):
     assert trainer.algorithm_name == "ppo"
 
 
+# ---------------------------------------------------------------- Cloud Deploy
+def test_guide_cloud_deploy(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    from rlox import Trainer
+    (tmp_path / "checkpoints").mkdir()
+    Trainer("ppo", env="CartPole-v1").save("checkpoints/ppo_cartpole.pt")
+
+    from rlox.deploy import generate_dockerfile, generate_k8s_job, generate_sagemaker_config
+
+    # Generate a Dockerfile for serving a trained model
+    dockerfile = generate_dockerfile(
+        checkpoint_path="checkpoints/ppo_cartpole.pt",
+        algorithm="ppo",
+        env="CartPole-v1",
+        base_image="python:3.12-slim",
+    )
+    with open("Dockerfile", "w") as f:
+        f.write(dockerfile)
+
+    # Generate a Kubernetes job manifest
+    k8s_manifest = generate_k8s_job(
+        name="rlox-training",
+        image="my-registry/rlox-agent:latest",
+        gpu=1,
+        memory="8Gi",
+    )
+    with open("k8s-job.yaml", "w") as f:
+        f.write(k8s_manifest)
+
+    # Generate SageMaker training config
+    sagemaker_cfg = generate_sagemaker_config(
+        algorithm="ppo",
+        env="CartPole-v1",
+        instance_type="ml.g4dn.xlarge",
+    )
+
+
 # Samples whose features have not landed yet live in tests/guide_pending.py (not collected);
 # each moves back here, unchanged, when its feature lands.
