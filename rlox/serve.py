@@ -14,8 +14,8 @@ JSON (or holds NaN/Infinity) 400, and observations of the wrong shape, of non-nu
 non-finite values or a batch over ``max_batch`` get 422, each with ``{"detail": "..."}`` saying
 what was wrong and what was expected; the server keeps serving.
 """
-from __future__ import annotations
-
+# (no `from __future__ import annotations`: FastAPI reads the endpoints' annotations at runtime,
+# and Request is imported inside create_app)
 import json
 import os
 from pathlib import Path
