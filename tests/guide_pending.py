@@ -144,23 +144,3 @@ def test_guide_visual_wrappers():
 
     # DMControlWrapper: wraps DeepMind Control Suite environments
     env = DMControlWrapper(domain="cartpole", task="swingup")
-
-
-# ---------------------------------------------------------------- Language RL Wrappers
-def test_guide_language_wrappers():
-    import gymnasium as gym
-    from rlox.wrappers.language import LanguageWrapper, GoalConditionedWrapper
-
-    env = gym.make("CartPole-v1")
-
-    def sample_goal():
-        return np.zeros(4, dtype=np.float32)
-
-    def goal_reward(obs, goal):
-        return -float(np.linalg.norm(obs - goal))
-
-    # LanguageWrapper: adds language instructions to observations
-    env = LanguageWrapper(env, instruction_fn=lambda obs: "move to the red block")
-
-    # GoalConditionedWrapper: adds goal specifications to the observation space
-    env = GoalConditionedWrapper(gym.make("CartPole-v1"), goal_fn=sample_goal, reward_fn=goal_reward)

@@ -999,6 +999,26 @@ def test_guide_checkpoint_security(in_tmp):
     assert trainer.algorithm_name == "ppo"
 
 
+# ---------------------------------------------------------------- Language RL Wrappers
+def test_guide_language_wrappers():
+    import gymnasium as gym
+    from rlox.wrappers.language import LanguageWrapper, GoalConditionedWrapper
+
+    env = gym.make("CartPole-v1")
+
+    def sample_goal():
+        return np.zeros(4, dtype=np.float32)
+
+    def goal_reward(obs, goal):
+        return -float(np.linalg.norm(obs - goal))
+
+    # LanguageWrapper: adds language instructions to observations
+    env = LanguageWrapper(env, instruction_fn=lambda obs: "move to the red block")
+
+    # GoalConditionedWrapper: adds goal specifications to the observation space
+    env = GoalConditionedWrapper(gym.make("CartPole-v1"), goal_fn=sample_goal, reward_fn=goal_reward)
+
+
 # ---------------------------------------------------------------- Cloud Deploy
 def test_guide_cloud_deploy(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
