@@ -148,3 +148,14 @@ def test_her_plugs_into_sac_and_td3(algo):
     buf = trainer.algo.buffer
     assert isinstance(buf, HerReplayBuffer) and len(buf) == 160
     assert buf.sample(64, seed=0)["relabeled"].any()
+
+
+def test_replay_buffer_class_conflicts_are_refused():
+    from rlox.algorithms.dqn import DQN
+
+    with pytest.raises(ValueError, match="prioritized=True and n_step > 1 .* cannot be used"):
+        DQN(make_bit_flipping(4), replay_buffer_class=HerReplayBuffer, prioritized=True)
+    with pytest.raises(ValueError, match="replay_buffer_kwargs needs replay_buffer_class"):
+        DQN(make_bit_flipping(4), replay_buffer_kwargs={"n_sampled_goal": 2})
+    with pytest.raises(ValueError, match="needs a goal env"):
+        DQN("CartPole-v1", replay_buffer_class=HerReplayBuffer)

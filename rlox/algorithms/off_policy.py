@@ -181,6 +181,10 @@ class OffPolicyAlgorithm(Algorithm):
         self.replay_buffer_kwargs = dict(replay_buffer_kwargs or {})
         super().__init__(env_id, seed=seed, callbacks=callbacks, logger=logger, device=device, **config)
         cfg = self.config
+        if replay_buffer_class is not None and (getattr(cfg, "prioritized", False) or getattr(cfg, "n_step", 1) > 1):
+            raise ValueError(f"replay_buffer_class={replay_buffer_class.__name__} makes the buffer, so "
+                             f"prioritized=True and n_step > 1 (which need rlox's own buffers) cannot be used with "
+                             f"it; set prioritized=False and n_step=1")
         if collector is None:
             collector = OffPolicyCollector(env_id, cfg.n_envs, seed=self.seed)
         else:
