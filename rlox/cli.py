@@ -4,6 +4,9 @@
     rlox train --config experiment.yaml          (rlox.runner.train_from_config; flags override the file)
     rlox eval  --algo ppo --checkpoint m.pt --env CartPole-v1 --episodes 10
     rlox list
+    rlox export --algo ppo --checkpoint m.pt --out runs/x     (inference artifacts; rlox.serve)
+    rlox serve runs/x --port 8080                            (HTTP policy server; rlox.serve)
+    rlox deploy --checkpoint m.pt --algo ppo --env CartPole-v1 --out deploy   (rlox.deploy)
 
 Errors (unknown algorithm or env, bad checkpoint, bad config) print one line to stderr and exit
 with status 1; ``--debug`` shows the full traceback instead.
