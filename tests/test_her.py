@@ -98,6 +98,13 @@ def test_goal_envs_follow_the_convention():
     np.testing.assert_array_equal(point.compute_reward(np.zeros((2, 2)), [[0.05, 0.0], [0.5, 0.0]], None), [0.0, -1.0])
     with pytest.raises(ValueError, match="n_bits must be an int >= 1"):
         BitFlippingEnv(0)
+    from rlox.plugins import ENV_REGISTRY
+
+    assert "BitFlipping-v0" in ENV_REGISTRY and "PointReach-v0" in ENV_REGISTRY   # entry points
+    env = ENV_REGISTRY.get("BitFlipping-v0")()
+    env.reset(seed=0)
+    truncated = [env.step(0)[3] for _ in range(10)]   # flipping bit 0 back and forth never succeeds
+    assert truncated == [False] * 9 + [True]
 
 
 def test_dict_layout_flattens_mixed_spaces_and_refuses_text():
