@@ -142,6 +142,7 @@ def test_dict_observations_train_and_predict_in_every_algorithm(algo):
     assert np.asarray(trainer.predict(batch, deterministic=True)).shape[0] == 2
     with pytest.raises(ValueError, match="lacks keys"):
         trainer.predict({"observation": obs["observation"]})
+    assert trainer.evaluate(n_episodes=2)["n_episodes"] == 2   # evaluation envs are flattened too
 
 
 @pytest.mark.parametrize("algo", ["sac", "td3"])
