@@ -4,6 +4,9 @@
     rlox train --config experiment.yaml          (rlox.runner.train_from_config; flags override the file)
     rlox eval  --algo ppo --checkpoint m.pt --env CartPole-v1 --episodes 10
     rlox list
+    rlox export --algo ppo --checkpoint m.pt --out runs/x     (inference artifacts; rlox.serve)
+    rlox serve runs/x --port 8080                            (HTTP policy server; rlox.serve)
+    rlox deploy --checkpoint m.pt --algo ppo --env CartPole-v1 --out deploy   (rlox.deploy)
 
 Errors (unknown algorithm or env, bad checkpoint, bad config) print one line to stderr and exit
 with status 1; ``--debug`` shows the full traceback instead.
@@ -30,7 +33,7 @@ class CLIError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlox", description="Train and evaluate rlox agents.")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="{train,eval,list}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,eval,list,export,serve,deploy}")
     sub.required = True
 
     tr = sub.add_parser("train", help="train an agent")
@@ -58,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the greedy/mean one")
 
     sub.add_parser("list", help="list algorithms, envs and plugins")
+
+    # Deployment commands live with their modules (rlox.serve, rlox.deploy).
+    from rlox.deploy import add_deploy_parser
+    from rlox.serve import add_export_parser, add_serve_parser
+
+    add_export_parser(sub)
+    add_serve_parser(sub)
+    add_deploy_parser(sub)
     return parser
 
 
@@ -183,7 +194,15 @@ def _one_line(exc: BaseException) -> str:
     return first or type(exc).__name__
 
 
-COMMANDS = {"train": _cmd_train, "eval": _cmd_eval, "list": _cmd_list}
+def _cmd_deploy_family(args: argparse.Namespace) -> int:
+    from rlox import deploy, serve
+
+    runners = {"export": serve.run_export, "serve": serve.run_serve, "deploy": deploy.run_deploy}
+    return runners[args.command](args)
+
+
+COMMANDS = {"train": _cmd_train, "eval": _cmd_eval, "list": _cmd_list, "export": _cmd_deploy_family,
+            "serve": _cmd_deploy_family, "deploy": _cmd_deploy_family}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -294,11 +294,19 @@ class GymVecEnv:
     def __init__(self, env_id_or_fns, n_envs: int | None = None, seed: int | None = 0,
                  asynchronous: bool = False, **make_kwargs):
         fns = _env_fns(env_id_or_fns, n_envs, make_kwargs)
+        # Dict observations are flattened per env, keeping their layout (rlox.multi_input).
+        from rlox.multi_input import flatten_if_dict
+
+        fns = [(lambda f=f: flatten_if_dict(f())) for f in fns]
         if asynchronous:
             self.envs = gym.vector.AsyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         else:
             self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         self.asynchronous = bool(asynchronous)
+        try:
+            self.dict_layout = self.envs.get_attr("layout")[0]
+        except AttributeError:
+            self.dict_layout = None
         self.num_envs = self.envs.num_envs
         self.seed = seed
         self.single_observation_space = self.envs.single_observation_space

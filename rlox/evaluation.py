@@ -140,7 +140,15 @@ def _reset_recurrent_state(agent: Any) -> None:
 
 
 def _make_eval_env(env: Any, seed: int):
-    """A single gymnasium env for ``env`` (an id, a registered rlox env name or an env object)."""
+    """A single gymnasium env for ``env`` (an id, a registered rlox env name or an env object);
+    Dict observations are flattened as in training (``rlox.multi_input``)."""
+    from rlox.multi_input import flatten_if_dict
+
+    made, owned = _make_eval_env_unflattened(env, seed)
+    return flatten_if_dict(made), owned
+
+
+def _make_eval_env_unflattened(env: Any, seed: int):
     import gymnasium as gym
 
     if isinstance(env, gym.Env):

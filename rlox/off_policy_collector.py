@@ -44,6 +44,10 @@ class _SingleGymEnv:
     num_envs = 1
 
     def __init__(self, env: gym.Env, seed: int | None) -> None:
+        from rlox.multi_input import flatten_if_dict
+
+        env = flatten_if_dict(env)   # Dict observations are flattened (rlox.multi_input)
+        self.dict_layout = getattr(env, "layout", None)
         self.env = env
         self.seed = seed
         self._seeded = False
@@ -132,6 +136,7 @@ class OffPolicyCollector:
         self.n_envs = int(self.env.num_envs)
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
+        self.dict_layout = getattr(self.env, "dict_layout", None)   # Dict observations (rlox.multi_input)
         if not isinstance(self.observation_space, spaces.Box):
             raise ValueError(f"off-policy collection needs a Box observation space, got "
                              f"{self.observation_space} for {env_label(env_id)}")

@@ -360,6 +360,13 @@ class Algorithm(abc.ABC):
         shape = tuple(space.shape or ())
         if isinstance(obs, torch.Tensor):
             obs = obs.detach().cpu().numpy()
+        if isinstance(obs, Mapping):   # a Dict observation (or a batch of them): rlox.multi_input
+            from rlox.multi_input import find_dict_layout
+
+            layout = find_dict_layout(self)
+            if layout is None:
+                raise TypeError(f"obs is a dict, but {env_label(self.env_id)} has observation space {space}")
+            obs = layout.flatten(obs)
         arr = np.asarray(obs)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"obs must hold numbers, got dtype {arr.dtype}")

@@ -68,6 +68,9 @@ class OffPolicyAlgorithm(Algorithm):
         seed, callbacks, logger, device: see ``Algorithm``.
         buffer: a replay buffer to use (``rlox.ReplayBuffer`` or compatible: ``push_batch``,
             ``sample``, ``__len__``); default: one of ``buffer_size`` made here.
+        replay_buffer_class, replay_buffer_kwargs: as in SB3, the class of the buffer made here
+            (e.g. ``rlox.her.HerReplayBuffer``), called as ``cls(buffer_size, obs_dim=, act_dim=,
+            env=<the vector env>, n_envs=, seed=, **replay_buffer_kwargs)``.
         collector: an ``OffPolicyCollector`` to use (its env, ``n_envs``, exploration); its buffer
             must be ``buffer`` when both are given.
         **config: fields of the algorithm's config dataclass.
@@ -83,10 +86,21 @@ class OffPolicyAlgorithm(Algorithm):
 
     def __init__(self, env_id: Any = "Pendulum-v1", *, seed: int = 0, callbacks: Sequence[Any] | None = None,
                  logger: Any = None, device: str | torch.device = "cpu", buffer: Any = None,
-                 collector: OffPolicyCollector | None = None, **config: Any) -> None:
+                 collector: OffPolicyCollector | None = None, replay_buffer_class: type | None = None,
+                 replay_buffer_kwargs: Mapping[str, Any] | None = None, **config: Any) -> None:
         n_envs_given = "n_envs" in config
+        if replay_buffer_class is not None and buffer is not None:
+            raise ValueError("pass either buffer= or replay_buffer_class=, not both")
+        if replay_buffer_kwargs is not None and replay_buffer_class is None:
+            raise ValueError("replay_buffer_kwargs needs replay_buffer_class= (e.g. rlox.her.HerReplayBuffer)")
+        self.replay_buffer_class = replay_buffer_class
+        self.replay_buffer_kwargs = dict(replay_buffer_kwargs or {})
         super().__init__(env_id, seed=seed, callbacks=callbacks, logger=logger, device=device, **config)
         cfg = self.config
+        if replay_buffer_class is not None and (getattr(cfg, "prioritized", False) or getattr(cfg, "n_step", 1) > 1):
+            raise ValueError(f"replay_buffer_class={replay_buffer_class.__name__} makes the buffer, so "
+                             f"prioritized=True and n_step > 1 (which need rlox's own buffers) cannot be used with "
+                             f"it; set prioritized=False and n_step=1")
         if collector is None:
             collector = OffPolicyCollector(env_id, cfg.n_envs, seed=self.seed)
         else:
@@ -208,6 +222,11 @@ class OffPolicyAlgorithm(Algorithm):
 
     def _make_buffer(self) -> Any:
         from rlox.buffers import ReplayBuffer
+
+        if self.replay_buffer_class is not None:
+            return self.replay_buffer_class(self._buffer_capacity(), obs_dim=self.obs_dim, act_dim=self.act_dim,
+                                            env=self.collector.env, n_envs=self.collector.n_envs,
+                                            seed=self._substream_seed(1), **self.replay_buffer_kwargs)
 
         return ReplayBuffer(self._buffer_capacity(), act_dim=self.act_dim, seed=self._substream_seed(1),
                             **self._obs_layout())
