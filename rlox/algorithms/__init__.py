@@ -23,6 +23,10 @@ _MODULES = {
     "SAC": "sac",
     "TD3": "td3",
     "DQN": "dqn",
+    "LLMAlgorithm": "llm_base",
+    "GRPO": "grpo",
+    "DPO": "dpo",
+    "OnlineDPO": "online_dpo",
 }
 
 __all__ = list(_MODULES)
