@@ -116,7 +116,10 @@ def _forward_rows(model: Any, seqs: list[list[int]], packed: bool, pad_id: int) 
         # block-diagonal causal mask; a padding token sees only itself (no all-masked softmax rows)
         mask = (sid[:, :, None] == sid[:, None, :]) & causal & (sid >= 0)[:, :, None]
         mask |= torch.eye(L, dtype=torch.bool, device=device)
-        out = model(input_ids=input_ids, attention_mask=mask[:, None], position_ids=position_ids, use_cache=False)
+        # an additive float mask: eager attention adds it to the scores, sdpa and flex take it as is
+        dtype = next(model.parameters()).dtype
+        additive = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill_(~mask, torch.finfo(dtype).min)
+        out = model(input_ids=input_ids, attention_mask=additive[:, None], position_ids=position_ids, use_cache=False)
         return out.logits, p["placement"]
     input_ids = torch.full((n, longest), pad_id, dtype=torch.long)
     attention = torch.zeros(n, longest, dtype=torch.long)
@@ -796,6 +799,8 @@ class LLMAlgorithm(abc.ABC):
         if state.get("scheduler") is not None:
             algo.scheduler = algo._make_scheduler(algo._run_end - algo._run_start, state["config"]["lr_scheduler"])
             algo.scheduler.load_state_dict(state["scheduler"])
+            for group, lr in zip(algo.optimizer.param_groups, algo.scheduler.get_last_lr()):
+                group["lr"] = lr          # a new scheduler set the first step's rate; the saved one counts
         algo.torch_gen.set_state(state["rng"]["torch"])
         algo._recent_rewards = [float(x) for x in state.get("recent_rewards", [])]
         if state.get("packed") is not None:
