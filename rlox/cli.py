@@ -4,6 +4,7 @@
     rlox train --config experiment.yaml          (rlox.runner.train_from_config; flags override the file)
     rlox eval  --algo ppo --checkpoint m.pt --env CartPole-v1 --episodes 10
     rlox list
+    rlox llm grpo --model PATH --dataset prompts.jsonl --reward exact_answer [--steps 50] [--save out/]
 
 Errors (unknown algorithm or env, bad checkpoint, bad config) print one line to stderr and exit
 with status 1; ``--debug`` shows the full traceback instead.
@@ -30,7 +31,7 @@ class CLIError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlox", description="Train and evaluate rlox agents.")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="{train,eval,list}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,eval,list,llm}")
     sub.required = True
 
     tr = sub.add_parser("train", help="train an agent")
@@ -55,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--stochastic", action="store_true", help="sample actions instead of the greedy/mean one")
 
     sub.add_parser("list", help="list algorithms, envs and plugins")
+    from rlox.llm_cli import add_llm_parser
+    add_llm_parser(sub)
     return parser
 
 
@@ -169,7 +172,12 @@ def _one_line(exc: BaseException) -> str:
     return first or type(exc).__name__
 
 
-COMMANDS = {"train": _cmd_train, "eval": _cmd_eval, "list": _cmd_list}
+def _cmd_llm(args: argparse.Namespace) -> int:
+    from rlox.llm_cli import run_llm
+    return run_llm(args)
+
+
+COMMANDS = {"train": _cmd_train, "eval": _cmd_eval, "list": _cmd_list, "llm": _cmd_llm}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

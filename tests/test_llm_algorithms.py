@@ -380,3 +380,26 @@ def test_lora_trains_only_adapters_and_uses_the_base_as_reference():
     for n, p in g.model.named_parameters():
         if "lora_" not in n:
             assert torch.equal(base[n], p), n
+
+
+# ====================================================================== command line
+def test_cli_llm_grpo_and_dpo(tmp_path, capsys):
+    import json
+    from rlox.cli import main
+
+    tok = tiny_tokenizer()
+    llama(vocab=len(tok)).save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("\n".join(json.dumps({"prompt": f"{a} + {b} =", "answer": str(a + b)})
+                                 for a, b in [(1, 2), (2, 2), (3, 1)]))
+    rc = main(["llm", "grpo", "--model", str(tmp_path / "m"), "--dataset", str(prompts), "--reward", "exact_answer",
+               "--reward", "number_format", "--steps", "2", "--batch-size", "2", "--set", "max_new_tokens=3",
+               "--set", "kl_coef=0", "--save", str(tmp_path / "out")])
+    assert rc == 0 and "trained grpo: steps 2" in capsys.readouterr().out
+    assert (tmp_path / "out" / "model" / "model.safetensors").is_file()
+    pairs = tmp_path / "pairs.json"
+    pairs.write_text(json.dumps([{"prompt": "1 + 1 =", "chosen": "2", "rejected": "3"}] * 2))
+    assert main(["llm", "dpo", "--model", str(tmp_path / "m"), "--dataset", str(pairs), "--epochs", "1"]) == 0
+    assert main(["llm", "grpo", "--model", str(tmp_path / "m"), "--dataset", str(prompts)]) == 1
+    assert "grpo needs --reward NAME" in capsys.readouterr().err
