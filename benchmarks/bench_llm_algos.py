@@ -381,8 +381,9 @@ def main() -> int:
               "| model | what | rlox s | TRL s | TRL / rlox |", "|---|---|---|---|---|"]
     speed = []
     for name, fn, vocab in configs:
-        g = time_grpo_train(fn, vocab, 4, 4, (1, 65), reps, tok if vocab == len(tok) else big_tokenizer(vocab))
-        d = time_dpo_step(fn, vocab, 8, reps, tok if vocab == len(tok) else big_tokenizer(vocab))
+        r = reps if vocab == len(tok) else 3      # the larger models: 3 interleaved repeats
+        g = time_grpo_train(fn, vocab, 4, 4, (1, 65), r, tok if vocab == len(tok) else big_tokenizer(vocab))
+        d = time_dpo_step(fn, vocab, 8, r, tok if vocab == len(tok) else big_tokenizer(vocab))
         for what, r in (("GRPO fwd+bwd", g), ("DPO step fwd+bwd", d)):
             speed.append({"model": name, "what": what, **r, "ratio": r["trl"] / r["rlox"]})
             lines.append(f"| {name} | {what} | {r['rlox']:.3f} | {r['trl']:.3f} | {r['trl'] / r['rlox']:.2f}x |")

@@ -1,6 +1,5 @@
 """GRPO, DPO and OnlineDPO on tiny transformers models built from a config (no downloads)."""
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -143,6 +142,11 @@ def test_packed_logprobs_and_grads_equal_the_padded_path(make):
     # and one sequence alone, no batch at all: the same numbers
     c, _ = completion_logprobs(model, prompts[2:3], comps[2:3], packed=False, temperature=0.7)
     torch.testing.assert_close(a[2, :9], c[0], atol=1e-5, rtol=1e-5)
+    # and straight from the model's own logits (the head runs on completion positions only in rlox)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompts[2] + comps[2]])).logits[0, len(prompts[2]) - 1:-1] / 0.7
+    direct = torch.log_softmax(logits, -1).gather(1, torch.tensor(comps[2])[:, None])[:, 0]
+    torch.testing.assert_close(a[2, :9].detach(), direct, atol=1e-5, rtol=1e-5)
 
 
 def test_packing_auto_uses_packed_rows_where_attention_isolates_them():

@@ -19,7 +19,7 @@ KL penalty to a frozen reference:
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 import torch

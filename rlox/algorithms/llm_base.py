@@ -98,9 +98,34 @@ def packing_supported(model: Any) -> bool:
 
 
 # ====================================================================== log-probabilities
-def _forward_rows(model: Any, seqs: list[list[int]], packed: bool, pad_id: int) -> tuple[torch.Tensor, np.ndarray]:
-    """Logits of every sequence: packed rows (``[R, L, V]``) or one right-padded row per sequence.
-    Returns the logits and the ``[n, 2]`` (row, offset) placement of each sequence."""
+#: architectures whose logits are exactly ``lm_head(last_hidden_state)`` (no soft-capping or scaling),
+#: so the head can run on the completion positions alone (TRL's ``logits_to_keep`` idea)
+_PLAIN_HEAD_TYPES = ("llama", "gpt2", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "gpt_neox", "olmo2")
+
+
+def _split_head(model: Any) -> tuple[Any, Any] | None:
+    """(body, lm_head) when the logits are ``lm_head(body(...).last_hidden_state)``, else None."""
+    if getattr(model.config, "model_type", None) not in _PLAIN_HEAD_TYPES or hasattr(model, "peft_config"):
+        return None
+    body = getattr(model, getattr(model, "base_model_prefix", ""), None)
+    head = model.get_output_embeddings() if callable(getattr(model, "get_output_embeddings", None)) else None
+    if body is None or body is model or not isinstance(head, torch.nn.Linear):
+        return None
+    return body, head
+
+
+def _run(model: Any, **kwargs: Any) -> tuple[torch.Tensor, Any]:
+    """(hidden states, head) where the head can be split off, else (logits, None)."""
+    split = _split_head(model)
+    if split is None:
+        return model(**kwargs).logits, None
+    body, head = split
+    return body(**kwargs).last_hidden_state, head
+
+
+def _forward_rows(model: Any, seqs: list[list[int]], packed: bool, pad_id: int) -> tuple[torch.Tensor, Any, np.ndarray]:
+    """Hidden states (and the LM head) or logits of every sequence: packed rows (``[R, L, *]``) or
+    one right-padded row per sequence; and the ``[n, 2]`` (row, offset) placement of each."""
     from rlox.llm import pack_sequences
 
     device = next(model.parameters()).device
@@ -119,16 +144,17 @@ def _forward_rows(model: Any, seqs: list[list[int]], packed: bool, pad_id: int) 
         # an additive float mask: eager attention adds it to the scores, sdpa and flex take it as is
         dtype = next(model.parameters()).dtype
         additive = torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill_(~mask, torch.finfo(dtype).min)
-        out = model(input_ids=input_ids, attention_mask=additive[:, None], position_ids=position_ids, use_cache=False)
-        return out.logits, p["placement"]
+        out, head = _run(model, input_ids=input_ids, attention_mask=additive[:, None], position_ids=position_ids,
+                         use_cache=False)
+        return out, head, p["placement"]
     input_ids = torch.full((n, longest), pad_id, dtype=torch.long)
     attention = torch.zeros(n, longest, dtype=torch.long)
     for i, s in enumerate(seqs):
         input_ids[i, :len(s)] = torch.as_tensor(s, dtype=torch.long)
         attention[i, :len(s)] = 1
-    out = model(input_ids=input_ids.to(device), attention_mask=attention.to(device), use_cache=False)
+    out, head = _run(model, input_ids=input_ids.to(device), attention_mask=attention.to(device), use_cache=False)
     placement = np.stack([np.arange(n), np.zeros(n, dtype=np.int64)], axis=1)
-    return out.logits, placement
+    return out, head, placement
 
 
 def completion_logprobs(model: Any, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]], *,
@@ -151,7 +177,7 @@ def completion_logprobs(model: Any, prompts: Sequence[Sequence[int]], completion
     device = next(model.parameters()).device
     if n == 0 or T == 0:
         return torch.zeros(n, T, device=device), torch.zeros(n, T, device=device)
-    logits, placement = _forward_rows(model, seqs, packed, pad_id)
+    out, head, placement = _forward_rows(model, seqs, packed, pad_id)
     rows, pos, tgt, out_b, out_t = [], [], [], [], []
     for i, (p, c) in enumerate(zip(prompts, completions)):
         if not c:
@@ -167,7 +193,10 @@ def completion_logprobs(model: Any, prompts: Sequence[Sequence[int]], completion
     rows_t = torch.from_numpy(np.concatenate(rows)).to(device)
     pos_t = torch.from_numpy(np.concatenate(pos)).to(device)
     tgt_t = torch.from_numpy(np.concatenate(tgt)).to(device)
-    sel = logits[rows_t, pos_t].float() / temperature                     # [N, V]
+    sel = out[rows_t, pos_t]                                              # completion positions only
+    if head is not None:
+        sel = head(sel)                                                    # [N, V]
+    sel = sel.float() / temperature
     logp_tok = torch.log_softmax(sel, dim=-1).gather(1, tgt_t[:, None]).squeeze(1)
     b_t = torch.from_numpy(np.concatenate(out_b)).to(device)
     t_t = torch.from_numpy(np.concatenate(out_t)).to(device)

@@ -16,7 +16,6 @@ import time
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 
 from rlox.algorithms.dpo import dpo_loss, pair_metrics
 from rlox.algorithms.llm_base import LLMAlgorithm
