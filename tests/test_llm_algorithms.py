@@ -407,3 +407,16 @@ def test_cli_llm_grpo_and_dpo(tmp_path, capsys):
     assert main(["llm", "dpo", "--model", str(tmp_path / "m"), "--dataset", str(pairs), "--epochs", "1"]) == 0
     assert main(["llm", "grpo", "--model", str(tmp_path / "m"), "--dataset", str(prompts)]) == 1
     assert "grpo needs --reward NAME" in capsys.readouterr().err
+
+
+def test_sampling_uses_our_settings_not_transformers_defaults():
+    """transformers fills unset sampling knobs from global defaults (top_k=50); ours are all explicit."""
+    m = llama(vocab=200)
+    with torch.no_grad():
+        m.lm_head.weight.zero_()                     # a uniform next-token distribution over 200 tokens
+    g = GRPO(m, reward_fn=hits, kl_coef=0.0, group_size=50, max_new_tokens=20, scale_rewards="none")
+    comps, _ = g._generate([[2, 3]], 50)
+    assert len({t for c in comps for t in c}) > 150          # top_k=50 would allow at most 50
+    g = GRPO(m, reward_fn=hits, kl_coef=0.0, group_size=50, max_new_tokens=20, scale_rewards="none", top_k=5)
+    comps, _ = g._generate([[2, 3]], 10)
+    assert len({t for c in comps for t in c}) <= 5

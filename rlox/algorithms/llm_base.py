@@ -466,10 +466,12 @@ class LLMAlgorithm(abc.ABC):
         for i, p in enumerate(rep):                      # left padding for generation
             input_ids[i, P - len(p):] = torch.as_tensor(p)
             attention[i, P - len(p):] = 1
-        gen = GenerationConfig(do_sample=True, temperature=cfg.temperature, top_p=cfg.top_p,
-                               top_k=cfg.top_k if cfg.top_k > 0 else None, max_new_tokens=cfg.max_new_tokens,
-                               pad_token_id=self.pad_id, eos_token_id=self.eos_ids or None,
-                               bos_token_id=None)
+        # every sampling knob explicit: transformers fills None from the model's generation config
+        # and its global defaults (top_k=50), which would sample from another distribution than ours
+        gen = GenerationConfig(do_sample=True, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
+                               min_p=0.0, typical_p=1.0, repetition_penalty=1.0, no_repeat_ngram_size=0,
+                               max_new_tokens=cfg.max_new_tokens, min_new_tokens=0, pad_token_id=self.pad_id,
+                               eos_token_id=self.eos_ids or None, bos_token_id=None)
         was_training = self.model.training
         self.model.eval()
         try:
