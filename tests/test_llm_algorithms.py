@@ -420,3 +420,13 @@ def test_sampling_uses_our_settings_not_transformers_defaults():
     g = GRPO(m, reward_fn=hits, kl_coef=0.0, group_size=50, max_new_tokens=20, scale_rewards="none", top_k=5)
     comps, _ = g._generate([[2, 3]], 10)
     assert len({t for c in comps for t in c}) <= 5
+
+
+def test_builtin_rewards():
+    from rlox.plugins import REWARD_REGISTRY
+
+    exact, fmt = REWARD_REGISTRY.get("exact_answer"), REWARD_REGISTRY.get("number_format")
+    assert exact(["3 + 4 = 7", "7", "eight", "The answer is 12."], answer=["7", "7", "8", "13"]) == [1, 1, 0, 0]
+    assert fmt(["7", " 12\nbecause", "3 + 4"]) == [1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="exact_answer needs an 'answer' column"):
+        exact(["7"])
