@@ -6,7 +6,9 @@
 The reward is TRL-style: ``exact_answer`` (1 when the last number in the completion is the sum)
 plus 0.2 x ``number_format`` (the completion is just a number). The first run dequantizes the GGUF
 file and caches a ``save_pretrained`` copy (``rlox.llm.load_smollm2``); later runs load in a second.
-The mean reward per step is printed; with the defaults it rises within a few minutes.
+The mean reward per step is printed, and at the end the means of the first and last quarter of
+the steps. One step (4 prompts x 4 completions x 16 tokens) took 80-230 s on a 2-core machine
+shared with other jobs; a full 30-step run has not yet been recorded here.
 """
 from __future__ import annotations
 
