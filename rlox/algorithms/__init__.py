@@ -33,6 +33,10 @@ _MODULES = {
     "IMPALA": "impala",
     "RecurrentPPO": "recurrent_ppo",
     "DreamerV3": "dreamer_v3",
+    "LLMAlgorithm": "llm_base",
+    "GRPO": "grpo",
+    "DPO": "dpo",
+    "OnlineDPO": "online_dpo",
 }
 
 __all__ = list(_MODULES)
