@@ -297,16 +297,25 @@ class GymVecEnv:
         # Dict observations are flattened per env, keeping their layout (rlox.multi_input).
         from rlox.multi_input import flatten_if_dict
 
-        fns = [(lambda f=f: flatten_if_dict(f())) for f in fns]
+        raw_fns = list(fns)
+        fns = [(lambda f=f: flatten_if_dict(f())) for f in raw_fns]
         if asynchronous:
             self.envs = gym.vector.AsyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         else:
             self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         self.asynchronous = bool(asynchronous)
-        try:
-            self.dict_layout = self.envs.get_attr("layout")[0]
-        except AttributeError:
-            self.dict_layout = None
+        if asynchronous:
+            # Subprocess envs cannot be asked for an attribute they lack: probe one env here.
+            from rlox.multi_input import DictLayout
+
+            probe = raw_fns[0]()
+            try:
+                self.dict_layout = (DictLayout(probe.observation_space)
+                                    if isinstance(probe.observation_space, gym.spaces.Dict) else None)
+            finally:
+                probe.close()
+        else:
+            self.dict_layout = getattr(self.envs.envs[0], "layout", None)
         self.num_envs = self.envs.num_envs
         self.seed = seed
         self.single_observation_space = self.envs.single_observation_space

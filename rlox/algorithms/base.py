@@ -439,7 +439,7 @@ class Algorithm(abc.ABC):
         ckpt = cls._read_checkpoint(path)
         if env_id is None:
             env_id = ckpt["env_id"]
-            if not _resolvable(env_id):
+            if not cls._can_rebuild_env(env_id):
                 raise CheckpointError(
                     f"{str(path)!r} was trained on {env_id!r}, which is neither a gymnasium id nor "
                     f"an rlox.plugins.ENV_REGISTRY name (a custom env instance or factories); pass the "
@@ -450,6 +450,11 @@ class Algorithm(abc.ABC):
                    **ckpt["config"])
         algo._restore(ckpt)
         return algo
+
+    @classmethod
+    def _can_rebuild_env(cls, env_id: Any) -> bool:
+        """Whether ``load`` can build the env a checkpoint names (multi-agent algorithms widen it)."""
+        return _resolvable(env_id)
 
     @classmethod
     def _read_checkpoint(cls, path: str | Path) -> dict[str, Any]:

@@ -179,6 +179,14 @@ class MAPPO(Algorithm):
     centralised_critic = True
     multi_agent = True          # Trainer.evaluate runs MAPPO.evaluate
 
+    @classmethod
+    def _can_rebuild_env(cls, env_id: Any) -> bool:
+        # MPE names (spread_v3, mpe2's ids) and registered envs are rebuilt by make_multiagent_vec_env.
+        from rlox.multiagent.envs import resolve_mpe_name
+        from rlox.plugins import ENV_REGISTRY
+
+        return isinstance(env_id, str) and (resolve_mpe_name(env_id) is not None or env_id in ENV_REGISTRY)
+
     def __init__(self, env_id: Any = "spread_v3", *, seed: int = 0, callbacks: Sequence[Any] | None = None,
                  logger: Any = None, device: str | torch.device = "cpu", **config: Any) -> None:
         super().__init__(env_id, seed=seed, callbacks=callbacks, logger=logger, device=device, **config)
