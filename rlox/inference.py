@@ -44,6 +44,10 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
+#: gSDE's variance floor, as rlox.policies.ActorCritic uses it.
+_SDE_EPS = 1e-6
+
+
 class ArtifactError(ValueError):
     """An artifacts file is corrupt, inconsistent, or describes something unsupported."""
 
@@ -200,6 +204,11 @@ class InferencePolicy:
             if need not in pol["outputs"] and need not in tensors:
                 raise ArtifactError(f"{str(yaml_path)!r}: distribution {dist!r} needs {need!r} as an output "
                                     f"or a tensor")
+        log_std = tensors.get("log_std")
+        if log_std is not None and log_std.dim() == 2 and "sde_latent" not in pol["outputs"]:
+            raise ArtifactError(f"{str(yaml_path)!r}: a 2-D log_std {tuple(log_std.shape)} is gSDE's and needs an "
+                                f"'sde_latent' output (the actor's last hidden features); the file is corrupt "
+                                f"or from another rlox version")
         norm_spec = spec.get("observation_normalization") or {}
         normalizer = None
         if norm_spec.get("enabled"):
@@ -287,7 +296,12 @@ class InferencePolicy:
             if deterministic:
                 u = mean
             else:
-                std = o["log_std"].exp().expand_as(mean)
+                log_std = o["log_std"]
+                if "sde_latent" in self.outputs:  # gSDE (Raffin et al., 2021): sigma_k(s)^2 = sum_j z_j(s)^2 exp(2 log_std_jk)
+                    latent = self._outputs(x, ("sde_latent",))["sde_latent"]
+                    std = torch.sqrt((latent ** 2) @ torch.exp(2 * log_std) + _SDE_EPS)
+                else:
+                    std = log_std.exp().expand_as(mean)
                 u = mean + std * torch.randn(mean.shape, generator=self.generator, dtype=mean.dtype)
             if dist == "gaussian":
                 actions = self._bounded(u.double().numpy(), clip=True)

@@ -139,3 +139,27 @@ def test_off_policy_algorithms_export_through_the_same_harness(tmp_path, algo, e
     obs_dim = 3 if env == "Pendulum-v1" else 4
     obs = np.random.default_rng(0).normal(size=(128, obs_dim)).astype(np.float32)
     np.testing.assert_allclose(policy.act(obs), trainer.predict(obs, deterministic=True), rtol=1e-5, atol=1e-5)
+
+
+def test_gsde_policy_exports_its_state_dependent_std(tmp_path):
+    """gSDE's log_std is [latent, act_dim]: the artifact carries the actor's last hidden features so
+    a stochastic act() draws with sigma_k(s)^2 = sum_j z_j(s)^2 exp(2 log_std_jk), as training does."""
+    import torch
+
+    trainer = Trainer("ppo", env="Pendulum-v1", seed=0, artifacts_dir=tmp_path, eval_freq=10**9, eval_episodes=1,
+                      config={"n_envs": 4, "n_steps": 16, "batch_size": 32, "n_epochs": 1, "use_sde": True,
+                              "log_std_init": -3.0})
+    trainer.train(256)
+    spec = yaml.safe_load((tmp_path / "inference.yaml").read_text())
+    assert set(spec["policy"]["outputs"]) == {"mean", "sde_latent"}
+    policy = InferencePolicy.load(tmp_path, seed=3)
+    obs = (np.random.default_rng(1).uniform(-1, 1, size=(3, 3)) * [1, 1, 8]).astype(np.float32)
+    np.testing.assert_allclose(policy.act(obs), trainer.predict(obs, deterministic=True), rtol=1e-5, atol=1e-5)
+    pol = trainer.algo.policy
+    with torch.no_grad():
+        expected_std = pol.dist_params(torch.as_tensor(obs))[:, 1:].exp().numpy()[:, 0]
+    draws = np.stack([policy.act(np.repeat(o[None], 4000, 0), deterministic=False)[:, 0] for o in obs])
+    inside = (draws > -2.0) & (draws < 2.0)           # act() clips to the bounds; the std is far inside them
+    assert inside.mean() > 0.99
+    np.testing.assert_allclose(draws.std(axis=1), expected_std, rtol=0.08)
+    assert not np.allclose(expected_std, expected_std[0])  # the std really depends on the state

@@ -110,6 +110,13 @@ class OnPolicyAlgorithm(Algorithm):
         log_std = getattr(self.policy, "log_std", None)
         if log_std is None:
             return None
+        if log_std.dim() == 2:  # gSDE: std depends on the actor's last hidden features (the "latent")
+            layers = list(actor)
+            return {"distribution": "gaussian",
+                    "networks": {"actor_trunk": torch.nn.Sequential(*layers[:-1]),
+                                 "actor_head": torch.nn.Sequential(layers[-1])},
+                    "outputs": {"mean": ["actor_trunk", "actor_head"], "sde_latent": ["actor_trunk"]},
+                    "tensors": {"log_std": log_std}}
         return {"distribution": "gaussian", "networks": {"actor": actor}, "outputs": {"mean": ["actor"]},
                 "tensors": {"log_std": log_std}}
 
