@@ -21,10 +21,9 @@ Reading order, as in CleanRL's ppo.py: config -> networks -> rollout -> advantag
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Iterable
 
 import torch
-from torch import nn
 
 from rlox.algorithms._compiled_update import CompiledUpdateMixin
 from rlox.optim import adam
@@ -33,7 +32,50 @@ from rlox.collectors import RolloutBatch
 from rlox.config import PPOConfig
 from rlox.losses import PPOLoss
 
-__all__ = ["PPO"]
+__all__ = ["PPO", "ppo_epochs"]
+
+
+def ppo_epochs(algo: OnPolicyAlgorithm, minibatches: Callable[[], Iterable[Any]],
+               minibatch_loss: Callable[[Any, float], tuple[torch.Tensor, dict[str, torch.Tensor]]],
+               clip_eps: float) -> dict[str, Any]:
+    """PPO's optimisation phase (Schulman et al., 2017, alg. 1): ``n_epochs`` passes over
+    ``minibatches()``, one Adam step on ``minibatch_loss(mb, clip_eps)`` each, with SB3's
+    ``target_kl`` early stop, global-norm clipping, and r2l's ``on_minibatch_loss`` /
+    ``on_epoch_end`` hooks. Shared by PPO's torch update and RecurrentPPO (which differ in
+    how they cut minibatches and evaluate them); returns the update's metrics."""
+    cfg = algo.config
+    optimizer = algo.optimizers["policy"]
+    params = list(algo.policy.parameters())
+    hooks = algo.update_hooks
+    stats: list[dict[str, torch.Tensor]] = []
+    stopped_early = False
+    epochs_done = 0
+    for epoch in range(cfg.n_epochs):
+        for mb in minibatches():
+            loss, m = minibatch_loss(mb, clip_eps)
+            # Early stop (SB3-style): once the policy has moved too far from the rollout's
+            # policy, skip this and all later minibatches.
+            if cfg.target_kl is not None and m["approx_kl"].item() > 1.5 * cfg.target_kl:
+                stopped_early = True
+                break
+            loss = hooks.on_minibatch_loss(loss, m)     # r2l: may inspect or scale the loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.max_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
+            optimizer.step()
+            stats.append(m)
+        if stopped_early:
+            break
+        epochs_done += 1
+        # r2l: after each epoch; False stops the remaining epochs.
+        if hooks.needs_epoch_hook and not hooks.on_epoch_end(epoch, algo._mean_metrics(stats)):
+            break
+    out = algo._mean_metrics(stats)
+    out["train/clip_range"] = clip_eps
+    out["train/epochs_done"] = epochs_done
+    out["train/n_updates"] = len(stats)
+    return out
 
 
 class PPO(CompiledUpdateMixin, OnPolicyAlgorithm):
@@ -69,36 +111,9 @@ class PPO(CompiledUpdateMixin, OnPolicyAlgorithm):
         if self.compiled_update:
             return self._kernel_update(batch)   # this loop, compiled (rlox.algorithms._compiled_update)
         cfg = self.config
-        optimizer = self.optimizers["policy"]
-        params = list(self.policy.parameters())
-        clip_eps = max(self.current_clip_eps(), 1e-8)
-        stats: list[dict[str, torch.Tensor]] = []
-        epochs_done = 0
-        for epoch in range(cfg.n_epochs):
-            stopped_early = False
-            for mb in batch.sample_minibatches(cfg.batch_size, shuffle=True, generator=self.torch_gen):
-                loss, m = self.loss_fn(self.policy, mb.obs, mb.actions, mb.log_probs, mb.advantages,
-                                       mb.returns, mb.values, clip_eps=clip_eps)
-                # Early stop (SB3-style): once the policy has moved too far from the rollout's
-                # policy, skip this and all later minibatches.
-                if cfg.target_kl is not None and m["approx_kl"].item() > 1.5 * cfg.target_kl:
-                    stopped_early = True
-                    break
-                loss = hooks.on_minibatch_loss(loss, m)     # r2l: may inspect or scale the loss
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.max_grad_norm > 0:
-                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
-                optimizer.step()
-                stats.append(m)
-            if stopped_early:
-                break
-            epochs_done += 1
-            # r2l: after each epoch; False stops the remaining epochs.
-            if hooks.needs_epoch_hook and not hooks.on_epoch_end(epoch, self._mean_metrics(stats)):
-                break
-        out = self._mean_metrics(stats)
-        out["train/clip_range"] = clip_eps
-        out["train/epochs_done"] = epochs_done
-        out["train/n_updates"] = len(stats)
-        return out
+        return ppo_epochs(
+            self,
+            lambda: batch.sample_minibatches(cfg.batch_size, shuffle=True, generator=self.torch_gen),
+            lambda mb, clip_eps: self.loss_fn(self.policy, mb.obs, mb.actions, mb.log_probs, mb.advantages,
+                                              mb.returns, mb.values, clip_eps=clip_eps),
+            max(self.current_clip_eps(), 1e-8))

@@ -35,7 +35,6 @@ Reading order: config -> networks -> collection -> sequences -> update.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -46,6 +45,7 @@ from torch import nn
 
 from rlox.algorithms.base import adam
 from rlox.algorithms.on_policy import OnPolicyAlgorithm
+from rlox.algorithms.ppo import ppo_epochs
 from rlox.collectors import RolloutBatch
 from rlox.config import RecurrentPPOConfig
 from rlox.losses import PPOLoss
@@ -299,39 +299,10 @@ class RecurrentPPO(OnPolicyAlgorithm):
                             batch.advantages[rows], batch.returns[rows], batch.values[rows], clip_eps=clip_eps)
 
     def _update(self, batch: RolloutBatch) -> dict[str, Any]:
-        cfg = self.config
-        optimizer = self.optimizers["policy"]
-        params = list(self.policy.parameters())
-        clip_eps = max(self.current_clip_eps(), 1e-8)
-        hooks = self.update_hooks
-        stats: list[dict[str, torch.Tensor]] = []
-        stopped_early = False
-        epochs_done = 0
-        for epoch in range(cfg.n_epochs):
-            for mb in sequence_minibatches(batch, cfg.batch_size, self.torch_gen):
-                loss, m = self.minibatch_loss(batch, mb, clip_eps)
-                # Early stop (SB3-style) once the policy has moved too far from the rollout's.
-                if cfg.target_kl is not None and m["approx_kl"].item() > 1.5 * cfg.target_kl:
-                    stopped_early = True
-                    break
-                loss = hooks.on_minibatch_loss(loss, m)     # r2l: may inspect or scale the loss
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if cfg.max_grad_norm > 0:
-                    nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
-                optimizer.step()
-                stats.append(m)
-            if stopped_early:
-                break
-            epochs_done += 1
-            # r2l: after each epoch; False stops the remaining epochs.
-            if hooks.needs_epoch_hook and not hooks.on_epoch_end(epoch, self._mean_metrics(stats)):
-                break
-        out = self._mean_metrics(stats)
-        out["train/clip_range"] = clip_eps
-        out["train/epochs_done"] = epochs_done
-        out["train/n_updates"] = len(stats)
-        return out
+        # PPO's epochs (rlox.algorithms.ppo.ppo_epochs) over whole-sequence minibatches.
+        return ppo_epochs(self, lambda: sequence_minibatches(batch, self.config.batch_size, self.torch_gen),
+                          lambda mb, clip_eps: self.minibatch_loss(batch, mb, clip_eps),
+                          max(self.current_clip_eps(), 1e-8))
 
     # ------------------------------------------------------------------ inference
     def predict(self, obs: Any, state: tuple[np.ndarray, np.ndarray] | None = None,
