@@ -511,6 +511,33 @@ class MAPPO(Algorithm):
                 out[a] = act[0] if single else act
         return out
 
+    def export_policy(self) -> dict[str, Any]:
+        """One deployable actor per agent (``Algorithm.export_policy``'s dict under ``agents``,
+        with each agent's own spaces): ``rlox.artifacts`` writes them to ``agents/<agent>/``
+        and ``rlox.inference.MultiAgentInferencePolicy`` runs them. An actor shared by a
+        group gets the agent's one-hot id appended to its input by a constant layer, so
+        each artifact takes the agent's raw observation."""
+        from rlox.inference import AppendConstant
+
+        agents: dict[str, Any] = {}
+        for g, idx in enumerate(self.groups):
+            actor = self.actors[g]
+            for k, j in enumerate(idx):
+                a = self.agents[j]
+                net: nn.Module = actor.net
+                if len(idx) > 1:
+                    net = nn.Sequential(AppendConstant(np.eye(len(idx), dtype=np.float32)[k]), *actor.net)
+                sub: dict[str, Any] = {"networks": {"actor": net},
+                                       "observation_space": self.env.observation_spaces[a],
+                                       "action_space": self.env.action_spaces[a]}
+                if actor.discrete:
+                    sub.update(distribution="categorical", outputs={"logits": ["actor"]})
+                else:
+                    sub.update(distribution="gaussian", outputs={"mean": ["actor"]},
+                               tensors={"log_std": actor.log_std})
+                agents[a] = sub
+        return {"agents": agents}
+
     @property
     def env_config(self) -> dict[str, Any]:
         """The scenario settings a fresh env like the training one is made with
