@@ -234,6 +234,9 @@ class _BatchActor:
                 f"got {type(agent).__name__}")
         self.recurrent = callable(predict) and is_recurrent(agent)
         self.batched = callable(predict) and (_is_rlox_model(agent) or self.recurrent)
+        act = getattr(agent, "act", None)
+        # rlox.inference.InferencePolicy: act(obs, deterministic) takes a batch
+        self.batched_act = act if not callable(predict) and callable(act) and _is_rlox_model(agent) else None
         self.state: Any = None
         self.starts = np.ones(self.n, dtype=bool)
         holder = next((o for o in (agent, getattr(agent, "algo", None))
@@ -253,6 +256,9 @@ class _BatchActor:
 
     def __call__(self, obs: np.ndarray, active: Sequence[int]) -> list[Any]:
         """obs ``[n, *obs]`` (rows of inactive slots are ignored) -> one action per active slot."""
+        if self.batched_act is not None:
+            actions = np.asarray(self.batched_act(obs, self.deterministic))
+            return [actions[k] for k in active]
         if not self.batched:
             predict = getattr(self.agent, "predict", None)
             if callable(predict):

@@ -198,3 +198,19 @@ def test_trainer_artifacts_dir_for_mappo(tmp_path):
     best = spec["best"]["mean_reward"]
     got = evaluate_policy(MultiAgentInferencePolicy.load(tmp_path), None, n_episodes=5, seed=0)["mean_reward"]
     assert got == pytest.approx(best, rel=1e-6)
+
+
+def test_single_agent_inference_policy_is_evaluated_batched_and_as_the_model(tmp_path):
+    from rlox.algorithms.ppo import PPO
+
+    algo = PPO("CartPole-v1", seed=0, n_envs=2, n_steps=64)
+    algo.train(256)
+    export_inference(algo, tmp_path)
+    policy = InferencePolicy.load(tmp_path)
+    calls = []
+    act = policy.act
+    policy.act = lambda obs, deterministic=True: calls.append(np.shape(obs)) or act(obs, deterministic)
+    a = evaluate_policy(policy, "CartPole-v1", n_episodes=3, seed=2)
+    b = evaluate_policy(algo, "CartPole-v1", n_episodes=3, seed=2)
+    np.testing.assert_array_equal(a["episode_rewards"], b["episode_rewards"])
+    assert calls[0] == (3, 4)          # one batched call per step over the 3 envs
