@@ -214,3 +214,27 @@ def test_single_agent_inference_policy_is_evaluated_batched_and_as_the_model(tmp
     b = evaluate_policy(algo, "CartPole-v1", n_episodes=3, seed=2)
     np.testing.assert_array_equal(a["episode_rewards"], b["episode_rewards"])
     assert calls[0] == (3, 4)          # one batched call per step over the 3 envs
+
+
+def test_eval_callback_feeds_the_html_report_and_loggers_for_mappo(tmp_path):
+    from rlox.callbacks import EvalCallback
+    from rlox.dashboard import MetricsCollector
+    from rlox.logging import LoggerCallback
+
+    logged = []
+
+    class Logger(LoggerCallback):
+        def on_train_step(self, step, metrics):
+            logged.append((step, dict(metrics)))
+
+    report = MetricsCollector(report_path=tmp_path / "report.html")
+    ev = EvalCallback(eval_freq=200, n_eval_episodes=3, seed=1)
+    algo = MAPPO("spread_v3", n_agents=3, seed=0, callbacks=[ev, report], logger=Logger(), **SMALL)
+    algo.train(400)
+    steps, values = report.series("eval/mean_reward")
+    assert steps.tolist() == [200, 400] and values[-1] == pytest.approx(ev.last_mean_reward)
+    assert report.series("eval/agent_2/mean_reward")[1].shape == (2,)
+    html = (tmp_path / "report.html").read_text()
+    assert "mappo on spread_v3" in html and "best eval reward" in html
+    evals = [m for _, m in logged if "eval/mean_reward" in m]
+    assert len(evals) == 2 and "eval/agent_0/mean_reward" in evals[-1]
