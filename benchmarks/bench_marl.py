@@ -307,7 +307,8 @@ def main() -> None:
             lines += ["", f"Training throughput ratio rlox / BenchMARL: {ratio:.1f}x (goal 30x)."]
             out["fps_ratio"] = float(ratio)
             by_seed = {r.get("seed", i): r["fps"] for i, r in enumerate(theirs)}
-            paired = [r["fps"] / by_seed[r.get("seed", i)] for i, r in enumerate(ours) if r.get("seed", i) in by_seed]
+            paired = [r["fps"] / by_seed[r.get("seed", i)] for i, r in enumerate(ours)
+                      if r.get("seed", i) in by_seed]
             if paired:      # each rlox run against the BenchMARL run of its seed, run next to it (same load)
                 lines.append(f"Paired by seed (each rlox run / the BenchMARL run beside it): median "
                              f"{float(np.median(paired)):.1f}x, range {min(paired):.1f}x-{max(paired):.1f}x.")

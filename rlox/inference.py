@@ -34,8 +34,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["InferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner", "ArtifactError", "AppendConstant", "INFERENCE_FILE", "ACTOR_FILE",
-           "NORMALIZER_FILE", "DISTRIBUTIONS"]
+__all__ = ["InferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner", "ArtifactError", "AppendConstant",
+           "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS"]
 
 INFERENCE_FORMAT = "rlox-inference"
 INFERENCE_VERSION = 1
