@@ -4,6 +4,8 @@ and the native MPE vector env vs mpe2's parallel env.
     .venv/bin/python benchmarks/bench_marl.py                       # everything
     .venv/bin/python benchmarks/bench_marl.py --only envs           # env throughput only
     .venv/bin/python benchmarks/bench_marl.py --frames 12000 --seeds 5
+    .venv/bin/python benchmarks/bench_marl.py --frames 12000 --seed-start 3 --seeds 2 --append
+                                            # add seeds 3, 4 to the stored runs, table from all of them
 
 BenchMARL 1.5.2 cannot run MPE beside rlox: its TorchRL wrapper imports ``pettingzoo.mpe``,
 which pettingzoo >= 1.25 moved out to mpe2 (and mpe2 needs pettingzoo >= 1.25). So this script
@@ -187,11 +189,33 @@ def iqm_ci(x: list[float]) -> tuple[float, float, float]:
 RUNS = RESULTS / "marl_runs.json"     # every finished training run, written as it finishes
 
 
-def _store_runs(frames: int, ours: list, theirs: list, peer_err: str | None) -> None:
+def _store_runs(frames: int, ours: list, theirs: list, peer_err: str | None, note: str | None = None) -> None:
     RESULTS.mkdir(exist_ok=True)
     old = json.loads(RUNS.read_text()) if RUNS.exists() else {}
-    RUNS.write_text(json.dumps({"envs": old.get("envs", []), "frames": frames, "rlox": ours, "benchmarl": theirs,
-                                "peer_error": peer_err}, indent=1))
+    new = {"envs": old.get("envs", []), "frames": frames, "rlox": ours, "benchmarl": theirs, "peer_error": peer_err}
+    if note or old.get("note"):
+        new["note"] = note or old["note"]
+    RUNS.write_text(json.dumps(new, indent=1))
+
+
+def _stored_for_append(frames: int, seeds: range) -> tuple[list, list, str | None]:
+    """The stored runs that ``--append`` extends; refuses a different budget or a seed run twice."""
+    if not RUNS.exists():
+        raise SystemExit(f"--append: no stored runs at {RUNS}; run without --append first")
+    old = json.loads(RUNS.read_text())
+    if old.get("frames") != frames:
+        raise SystemExit(f"--append: stored runs are at --frames {old.get('frames')}, got --frames {frames}; "
+                         "append only runs of the same budget")
+    ours, theirs = list(old.get("rlox", [])), list(old.get("benchmarl", []))
+    for runs in (ours, theirs):
+        for i, r in enumerate(runs):
+            r.setdefault("seed", i)          # runs stored before seeds were recorded ran seeds 0, 1, ... in order
+    done = {r["seed"] for r in ours} | {r["seed"] for r in theirs}
+    twice = sorted(done & set(seeds))
+    if twice:
+        raise SystemExit(f"--append: seeds {twice} are already stored in {RUNS}; pick --seed-start "
+                         f"{max(done) + 1}")
+    return ours, theirs, old.get("peer_error")
 
 
 # ============================================================================ report
@@ -201,6 +225,11 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=12_000, help="env frames per training run (both libraries)")
     quick = os.environ.get("RLOX_BENCH_QUICK", "0") not in ("", "0")
     ap.add_argument("--seeds", type=int, default=1 if quick else 5, help="seeds per library (RLOX_BENCH_QUICK: 1)")
+    ap.add_argument("--seed-start", type=int, default=0, help="first seed (runs seeds seed-start .. +seeds-1)")
+    ap.add_argument("--append", action="store_true",
+                    help="add the new runs to the stored ones (benchmarks/results/marl_runs.json, same --frames) "
+                         "and make the table from all of them")
+    ap.add_argument("--note", default=None, help="a line about the runs, stored with them and printed in the table")
     ap.add_argument("--peer-timeout", type=float, default=900.0, help="seconds per BenchMARL run")
     ap.add_argument("--setup-peer", action="store_true", help="only create the BenchMARL venv")
     ap.add_argument("--report", action="store_true",
@@ -212,9 +241,14 @@ def main() -> None:
     out: dict = {"machine": f"{os.cpu_count()} CPUs, loaded (shared with other jobs)", "frames": args.frames}
     lines = ["# Multi-agent: rlox MAPPO vs BenchMARL, native MPE vs mpe2", ""]
     stored = json.loads(RUNS.read_text()) if args.report else None
+    if args.append and (args.report or args.only == "envs"):
+        raise SystemExit("--append adds new training runs: it cannot go with --report or --only envs")
     if args.only in (None, "envs"):
-        rows = stored.get("envs", []) if stored is not None else bench_envs()
-        if stored is None and args.only is None:
+        if args.append:          # the env table comes from the stored runs; only training runs are added
+            rows = json.loads(RUNS.read_text()).get("envs", []) if RUNS.exists() else []
+        else:
+            rows = stored.get("envs", []) if stored is not None else bench_envs()
+        if stored is None and args.only is None and not args.append:
             RESULTS.mkdir(exist_ok=True)
             RUNS.write_text(json.dumps({"envs": rows}, indent=1))
         out["envs"] = rows
@@ -232,22 +266,27 @@ def main() -> None:
                                                    stored["peer_error"])
             args.seeds = len(ours)
         else:
-            peer_py, peer_err = None, None
+            seeds = range(args.seed_start, args.seed_start + args.seeds)
+            ours, theirs, peer_err = [], [], None
+            if args.append:          # checked before the peer's venv is made: fails fast on a wrong budget/seed
+                ours, theirs, peer_err = _stored_for_append(args.frames, seeds)
+            peer_py = None
             try:
                 peer_py = setup_peer()
             except Exception as exc:  # noqa: BLE001 - reported in the table
                 peer_err = f"BenchMARL venv could not be created: {exc}"
-            ours, theirs = [], []
-            for seed in range(args.seeds):
-                ours.append(run_rlox(args.frames, seed))
+            for seed in seeds:
+                ours.append({"seed": seed, **run_rlox(args.frames, seed)})
                 print("rlox", seed, ours[-1], flush=True)
                 if peer_py is not None and peer_err is None:
                     try:
-                        theirs.append(run_peer(peer_py, args.frames, seed, args.peer_timeout))
+                        theirs.append({"seed": seed, **run_peer(peer_py, args.frames, seed, args.peer_timeout)})
                         print("benchmarl", seed, theirs[-1], flush=True)
                     except Exception as exc:  # noqa: BLE001
                         peer_err = str(exc)[-600:]
-                _store_runs(args.frames, ours, theirs, peer_err)
+                _store_runs(args.frames, ours, theirs, peer_err, args.note)
+            args.seeds = len(ours)
+            stored = json.loads(RUNS.read_text())
         out["rlox"], out["benchmarl"], out["peer_error"] = ours, theirs, peer_err
         lines += [f"## Training: MAPPO on simple_spread (N=3, 25 cycles), {args.frames:,} frames, "
                   f"{args.seeds} seeds, CPU, 1 torch thread", "",
@@ -267,6 +306,13 @@ def main() -> None:
             ratio = np.median([r["fps"] for r in ours]) / np.median([r["fps"] for r in theirs])
             lines += ["", f"Training throughput ratio rlox / BenchMARL: {ratio:.1f}x (goal 30x)."]
             out["fps_ratio"] = float(ratio)
+            by_seed = {r.get("seed", i): r["fps"] for i, r in enumerate(theirs)}
+            paired = [r["fps"] / by_seed[r.get("seed", i)] for i, r in enumerate(ours)
+                      if r.get("seed", i) in by_seed]
+            if paired:      # each rlox run against the BenchMARL run of its seed, run next to it (same load)
+                lines.append(f"Paired by seed (each rlox run / the BenchMARL run beside it): median "
+                             f"{float(np.median(paired)):.1f}x, range {min(paired):.1f}x-{max(paired):.1f}x.")
+                out["fps_ratio_paired_median"] = float(np.median(paired))
         if peer_err:
             lines += ["", f"Peer not run: {peer_err}"]
         lines += ["", "The machine (2 cores) was shared with other jobs: absolute speeds are noisy, the runs "

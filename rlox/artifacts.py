@@ -35,7 +35,7 @@ from torch import nn
 from rlox.callbacks import EvalCallback
 from rlox.checkpointing import atomic_path, atomic_write_text
 from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, INFERENCE_VERSION,
-                            NORMALIZER_FILE, ArtifactError)
+                            NORMALIZER_FILE, AppendConstant, ArtifactError)
 
 __all__ = ["TrainingArtifacts", "describe_network", "export_inference", "LEARN_PHASES",
            "EVALUATIONS_FILE", "TIMINGS_FILE", "TRAINING_FILE"]
@@ -83,6 +83,8 @@ def describe_network(name: str, module: nn.Module) -> tuple[list[dict[str, Any]]
                     tensors[f"{name}.{i}.bias"] = m.bias
         elif isinstance(m, nn.Flatten):
             layers.append({"type": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim})
+        elif isinstance(m, AppendConstant):
+            layers.append({"type": "append_constant", "values": [float(v) for v in m.values.tolist()]})
         elif type(m) in _ACTIVATIONS:
             layer: dict[str, Any] = {"type": _ACTIVATIONS[type(m)]}
             if isinstance(m, nn.ELU):
@@ -96,7 +98,7 @@ def describe_network(name: str, module: nn.Module) -> tuple[list[dict[str, Any]]
             layers.append(layer)
         else:
             raise ArtifactError(f"network {name!r} layer {i} is a {type(m).__name__}, which inference artifacts "
-                                f"cannot describe; supported: Linear, LayerNorm, Flatten and "
+                                f"cannot describe; supported: Linear, LayerNorm, Flatten, AppendConstant and "
                                 f"{', '.join(sorted(t.__name__ for t in _ACTIVATIONS))}")
     return layers, tensors
 
@@ -127,6 +129,16 @@ def _normalizer_state(norm: Any) -> dict[str, Any] | None:
 
 
 def _check_export(export: Mapping[str, Any], owner: str) -> None:
+    if "agents" in export:          # multi-agent: one ordinary export per agent
+        agents = export["agents"]
+        if not isinstance(agents, Mapping) or not agents:
+            raise ArtifactError(f"{owner}.export_policy() 'agents' must be a non-empty mapping agent -> export")
+        for agent, sub in agents.items():
+            for key in ("observation_space", "action_space"):
+                if key not in sub:
+                    raise ArtifactError(f"{owner}.export_policy() agent {agent!r} lacks {key!r}")
+            _check_export(sub, f"{owner} agent {agent!r}")
+        return
     dist = export.get("distribution")
     if dist not in DISTRIBUTIONS:
         raise ArtifactError(f"{owner}.export_policy() distribution {dist!r} is not one of {sorted(DISTRIBUTIONS)}")
@@ -147,13 +159,16 @@ def export_inference(algo: Any, directory: str | os.PathLike, *, extra: Mapping[
     """Write ``actor.safetensors``, ``normalizer.safetensors`` (when observations are normalised)
     and ``inference.yaml`` for ``algo``'s current policy into ``directory``; returns the yaml path.
 
+    A multi-agent algorithm (MAPPO/IPPO: ``export_policy()`` returns ``agents``) gets one such
+    set per agent under ``agents/<agent>/`` and a top ``inference.yaml`` listing them
+    (``rlox.inference.MultiAgentInferencePolicy`` loads it).
+
     Each file is written atomically (the previous best stays intact if this crashes).
 
     Raises:
         ArtifactError: the algorithm does not export its policy (``export_policy()`` is None) or
             its networks hold layers the inference side cannot rebuild.
     """
-    from safetensors.torch import save_file
     import yaml
 
     owner = type(algo).__name__
@@ -163,6 +178,45 @@ def export_inference(algo: Any, directory: str | os.PathLike, *, extra: Mapping[
                             f"inference artifacts can be written; use inference_artifacts=False")
     _check_export(export, owner)
     directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    head = {"format": INFERENCE_FORMAT, "version": INFERENCE_VERSION,
+            "algorithm": getattr(algo, "name", owner) or owner, "env_id": _env_name(getattr(algo, "env_id", None))}
+    if "agents" in export:
+        folders = {}
+        for agent, sub in export["agents"].items():
+            folder = f"agents/{agent}"
+            if not agent or "/" in agent or "\\" in agent or agent in (".", ".."):
+                raise ArtifactError(f"{owner}: agent name {agent!r} cannot be a folder name")
+            _write_policy(directory / folder, sub, head, sub["observation_space"], sub["action_space"], None,
+                          {"agent": agent, **dict(extra or {})})
+            folders[agent] = folder
+        env_config = getattr(algo, "env_config", None) or {}
+        spec = {**head, "multi_agent": {"agents": list(folders), "policies": folders,
+                                        "env_config": _plain(dict(env_config))}, **dict(extra or {})}
+        path = directory / INFERENCE_FILE
+        atomic_write_text(yaml.safe_dump(spec, sort_keys=False), path)
+        return path
+    norm = _normalizer_state(algo.obs_normalizer() if callable(getattr(algo, "obs_normalizer", None)) else None)
+    return _write_policy(directory, export, head, algo.observation_space, algo.action_space, norm, extra)
+
+
+def _plain(x: Any) -> Any:
+    """``x`` with tuples as lists and NumPy scalars as Python ones (for ``yaml.safe_dump``)."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def _write_policy(directory: Path, export: Mapping[str, Any], head: Mapping[str, Any], obs_space: Any,
+                  act_space: Any, norm: Mapping[str, Any] | None, extra: Mapping[str, Any] | None) -> Path:
+    """One policy's ``actor.safetensors`` (+ ``normalizer.safetensors``) and ``inference.yaml``."""
+    from safetensors.torch import save_file
+    import yaml
+
     directory.mkdir(parents=True, exist_ok=True)
     networks_spec: dict[str, Any] = {}
     tensors: dict[str, torch.Tensor] = {}
@@ -176,18 +230,14 @@ def export_inference(algo: Any, directory: str | os.PathLike, *, extra: Mapping[
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous().clone() for k, v in tensors.items()}
     with atomic_path(directory / ACTOR_FILE) as tmp:
         save_file(tensors, str(tmp), metadata={"format": "rlox-actor", "version": str(INFERENCE_VERSION)})
-    norm = _normalizer_state(algo.obs_normalizer() if callable(getattr(algo, "obs_normalizer", None)) else None)
     if norm is not None:
         with atomic_path(directory / NORMALIZER_FILE) as tmp:
             save_file({"mean": torch.from_numpy(norm["mean"]), "var": torch.from_numpy(norm["var"])}, str(tmp),
                       metadata={"format": "rlox-normalizer", "count": repr(norm["count"])})
     spec = {
-        "format": INFERENCE_FORMAT,
-        "version": INFERENCE_VERSION,
-        "algorithm": getattr(algo, "name", owner) or owner,
-        "env_id": _env_name(getattr(algo, "env_id", None)),
-        "observation_space": _space_spec(algo.observation_space),
-        "action_space": _space_spec(algo.action_space),
+        **dict(head),
+        "observation_space": _space_spec(obs_space),
+        "action_space": _space_spec(act_space),
         "policy": {"distribution": export["distribution"], "weights": ACTOR_FILE, "networks": networks_spec,
                    "outputs": {k: list(v) for k, v in export["outputs"].items()}, "tensors": extra_tensors},
         "observation_normalization": (

@@ -424,10 +424,13 @@ class EvalCallback(Callback):
     frozen observation statistics when normalisation is on. Episode ``i`` is reset with seed
     ``seed + i`` every time, so successive evaluations are comparable. Results go to the
     callbacks' ``on_eval`` and to the loggers as ``eval/mean_reward``, ``eval/std_reward``,
-    ``eval/mean_length``, ``eval/best_mean_reward``.
+    ``eval/mean_length``, ``eval/best_mean_reward``. Multi-agent models (MAPPO/IPPO) are
+    scored by their mean per-agent episode return on a fresh multi-agent vector env, and each
+    agent's return is logged as ``eval/<agent>/mean_reward``.
 
     Args:
-        eval_env: env id or gymnasium env (default: a fresh env like the training one).
+        eval_env: env id or gymnasium env (default: a fresh env like the training one);
+            multi-agent: an MPE name, a PettingZoo env or a multi-agent vector env.
         eval_freq: env steps (all envs together) between evaluations.
         n_eval_episodes: episodes per evaluation.
         deterministic: greedy / mean actions (default True).
@@ -490,49 +493,24 @@ class EvalCallback(Callback):
         return self.evaluate()
 
     def _run_episodes(self) -> dict[str, Any]:
-        """``n_eval_episodes`` episodes stepped side by side, one batched ``predict`` per step
-        (the results of ``rlox.evaluation.evaluate_policy``, with fewer policy calls). The
-        envs are made once and reused; episode ``i`` is reset with ``seed + i``."""
-        import numpy as np
+        """``n_eval_episodes`` episodes through ``rlox.evaluation``'s episode runner (the one
+        ``evaluate_policy`` uses): one batched ``predict`` per step over envs made once and
+        reused. Single-agent: one env per episode, episode ``i`` reset with ``seed + i``;
+        multi-agent (MAPPO/IPPO): a multi-agent vector env of ``min(n_eval_episodes, 64)``
+        envs, reset with ``seed`` at every evaluation."""
+        from rlox.evaluation import (_make_eval_env, is_multi_agent, make_multiagent_eval_env, run_episodes,
+                                     run_multiagent_episodes)
 
-        from rlox.evaluation import _make_eval_env
-
+        n = self.n_eval_episodes
+        if is_multi_agent(self.algo, self._env):
+            if self._envs is None:
+                self._envs = make_multiagent_eval_env(self.algo, self._env, min(n, 64), self.seed)[0]
+            return run_multiagent_episodes(self.algo, self._envs, n, self.deterministic, self.seed)
         if self._envs is None:  # self._env is already separate from training; copies for the rest
             self._envs = [_make_eval_env(self._env if i == 0 or isinstance(self._env, str)
                                          else _separate_env(self._env), self.seed)[0]
-                          for i in range(self.n_eval_episodes)]
-        envs, n = self._envs, self.n_eval_episodes
-        discrete = hasattr(envs[0].action_space, "n")
-        obs = [np.asarray(env.reset(seed=self.seed + i)[0], dtype=np.float32) for i, env in enumerate(envs)]
-        returns, lengths = np.zeros(n), np.zeros(n, dtype=np.int64)
-        active = list(range(n))
-        recurrent = bool(getattr(self.algo, "recurrent", False))
-        state: Any = None       # a recurrent policy's (h, c), [layers, n, H] each, for every episode
-        while active:
-            batch = np.stack([obs[i] for i in active])
-            if recurrent:       # carry each episode's state; the first step starts the episode
-                sub = None if state is None else tuple(s[:, active] for s in state)
-                actions, sub = self.algo.predict(batch, state=sub, episode_start=np.full(len(active), state is None),
-                                                 deterministic=self.deterministic)
-                if state is None:
-                    state = tuple(s.copy() for s in sub)
-                for s, new in zip(state, sub):
-                    s[:, active] = new
-                actions = np.asarray(actions)
-            else:
-                actions = np.asarray(self.algo.predict(batch, deterministic=self.deterministic))
-            still = []
-            for j, i in enumerate(active):
-                a = int(actions[j]) if discrete else actions[j].reshape(envs[i].action_space.shape)
-                o, r, terminated, truncated, _ = envs[i].step(a)
-                returns[i] += float(r)
-                lengths[i] += 1
-                obs[i] = np.asarray(o, dtype=np.float32)
-                if not (terminated or truncated):
-                    still.append(i)
-            active = still
-        return {"mean_reward": float(returns.mean()), "std_reward": float(returns.std()),
-                "episode_rewards": returns, "episode_lengths": lengths, "n_episodes": n}
+                          for i in range(n)]
+        return run_episodes(self.algo, self._envs, n, self.deterministic, self.seed)
 
     def evaluate(self) -> bool:
         """Evaluate now; returns False when the reward threshold is reached (or another
@@ -545,6 +523,8 @@ class EvalCallback(Callback):
         self.last_mean_reward = mean
         record = {"step": step, "mean_reward": mean, "std_reward": std, "episodes": res["n_episodes"],
                   "mean_length": float(res["episode_lengths"].mean())}
+        if res.get("agent_rewards"):
+            record["agent_rewards"] = dict(res["agent_rewards"])
         self.evaluations.append(record)
         new_best = mean > self.best_mean_reward
         if new_best:
@@ -560,6 +540,8 @@ class EvalCallback(Callback):
         metrics = {"eval/mean_reward": mean, "eval/std_reward": std, "eval/mean_length": record["mean_length"],
                    "eval/best_mean_reward": self.best_mean_reward, "eval/episodes": res["n_episodes"],
                    "time/evaluation": elapsed}
+        for agent, r in (res.get("agent_rewards") or {}).items():     # multi-agent: each agent's return
+            metrics[f"eval/{agent}/mean_reward"] = r
         report = getattr(self.algo, "report_eval", None)
         keep_going = report(metrics) if callable(report) else True
         if self.reward_threshold is not None and mean >= self.reward_threshold:

@@ -159,11 +159,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     env = args.env if args.env is not None else trainer.env
     if env is None:
         raise CLIError("the checkpoint does not record its env; pass --env")
-    if getattr(trainer.algo, "multi_agent", False):     # MAPPO/IPPO evaluate in their own vector env
-        res = trainer.evaluate(n_episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed)
-    else:
-        res = evaluate_policy(trainer, env, n_episodes=args.episodes, deterministic=not args.stochastic,
-                              seed=args.seed)
+    # MAPPO/IPPO: episodes of a fresh multi-agent vector env with the checkpoint's scenario settings
+    res = evaluate_policy(trainer, env, n_episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed)
     print(f"{args.algo} on {env}: mean_reward {res['mean_reward']:.2f} +- {res['std_reward']:.2f} "
           f"over {res['n_episodes']} episodes")
     return 0

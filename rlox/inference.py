@@ -13,6 +13,15 @@ The folder holds ``inference.yaml`` (architecture, observation normalisation, ac
 PyTorch, PyYAML and safetensors (gymnasium when an env id is given), so it can be copied on
 its own into a deployment. A missing, corrupt or inconsistent file raises ``ArtifactError``
 (``FileNotFoundError`` for a missing one) naming the file.
+
+Multi-agent policies (MAPPO/IPPO) are one ordinary artifact per agent, under
+``agents/<agent>/`` (a shared actor gets the agent's one-hot id baked in as an
+``append_constant`` layer), listed by the top ``inference.yaml``'s ``multi_agent`` section:
+
+    from rlox.inference import MultiAgentInferencePolicy
+    policy = MultiAgentInferencePolicy.load("runs/spread")
+    actions = policy.act({"agent_0": obs0, "agent_1": obs1}, deterministic=True)   # {agent: action}
+    one = InferencePolicy.load("runs/spread/agents/agent_0")    # or one agent's policy on its own
 """
 from __future__ import annotations
 
@@ -25,8 +34,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["InferencePolicy", "InferenceRunner", "ArtifactError", "INFERENCE_FILE", "ACTOR_FILE",
-           "NORMALIZER_FILE", "DISTRIBUTIONS"]
+__all__ = ["InferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner", "ArtifactError", "AppendConstant",
+           "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS"]
 
 INFERENCE_FORMAT = "rlox-inference"
 INFERENCE_VERSION = 1
@@ -52,6 +61,18 @@ class ArtifactError(ValueError):
     """An artifacts file is corrupt, inconsistent, or describes something unsupported."""
 
 
+class AppendConstant(nn.Module):
+    """``x [..., d]`` -> ``[..., d + k]``: appends fixed values (e.g. a one-hot agent id) to
+    every input row. Layer type ``append_constant`` in ``inference.yaml``, with its ``values``."""
+
+    def __init__(self, values: Any) -> None:
+        super().__init__()
+        self.register_buffer("values", torch.as_tensor(np.asarray(values, dtype=np.float32).reshape(-1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, self.values.to(x.dtype).expand(*x.shape[:-1], self.values.shape[0])], dim=-1)
+
+
 def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
     kind = layer.get("type")
     if kind == "linear":
@@ -61,6 +82,12 @@ def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
                             elementwise_affine=bool(layer.get("elementwise_affine", True)))
     if kind == "flatten":
         return nn.Flatten(int(layer.get("start_dim", 1)), int(layer.get("end_dim", -1)))
+    if kind == "append_constant":
+        values = layer.get("values")
+        if not isinstance(values, list) or not values or not all(isinstance(v, (int, float)) for v in values):
+            raise ArtifactError(f"{where}: append_constant needs 'values', a non-empty list of numbers, got "
+                                f"{values!r}")
+        return AppendConstant(values)
     simple: dict[str, Callable[[], nn.Module]] = {
         "tanh": nn.Tanh, "relu": nn.ReLU, "silu": nn.SiLU, "sigmoid": nn.Sigmoid, "identity": nn.Identity,
         "gelu": lambda: nn.GELU(approximate=str(layer.get("approximate", "none"))),
@@ -71,10 +98,10 @@ def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
     if kind in simple:
         return simple[kind]()
     raise ArtifactError(f"{where}: unknown layer type {kind!r}; this version rebuilds linear, layer_norm, "
-                        f"flatten and {', '.join(sorted(simple))}")
+                        f"flatten, append_constant and {', '.join(sorted(simple))}")
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path, multi_agent: bool = False) -> dict[str, Any]:
     import yaml
 
     if not path.is_file():
@@ -90,6 +117,13 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if int(data.get("version", 0)) > INFERENCE_VERSION:
         raise ArtifactError(f"{str(path)!r} has version {data.get('version')}, newer than this reader "
                             f"({INFERENCE_VERSION}); upgrade rlox")
+    if data.get("multi_agent") is not None and not multi_agent:
+        raise ArtifactError(f"{str(path)!r} describes a multi-agent policy (agents "
+                            f"{list((data['multi_agent'] or {}).get('agents') or [])}); load it with "
+                            f"MultiAgentInferencePolicy.load({str(path.parent)!r}), or one agent's policy with "
+                            f"InferencePolicy.load({str(path.parent / 'agents' / '<agent>')!r})")
+    if multi_agent:
+        return data
     for key in ("observation_space", "action_space", "policy"):
         if not isinstance(data.get(key), dict):
             raise ArtifactError(f"{str(path)!r} lacks the {key!r} section")
@@ -322,6 +356,94 @@ class InferencePolicy:
     def __repr__(self) -> str:
         return (f"InferencePolicy({self.spec.get('algorithm')!r}, env={self.spec.get('env_id')!r}, "
                 f"distribution={self.distribution!r}, normalized={self.normalizer is not None})")
+
+
+class MultiAgentInferencePolicy:
+    """A multi-agent policy (MAPPO/IPPO) rebuilt from an artifacts folder: one
+    ``InferencePolicy`` per agent, ``act({agent: obs}) -> {agent: action}``.
+
+    Use ``MultiAgentInferencePolicy.load(directory)``. The dict may hold any non-empty subset
+    of the agents (PettingZoo leaves out agents that are done); each observation is one
+    ``[obs_dim]`` or a batch ``[B, obs_dim]``, as ``InferencePolicy.act`` takes it.
+
+    Attributes:
+        spec: the top ``inference.yaml``; agents (names, in the env's order); policies
+        ({agent: InferencePolicy}); env_config (the scenario settings the run trained with).
+    """
+
+    multi_agent = True
+
+    def __init__(self, spec: Mapping[str, Any], policies: Mapping[str, InferencePolicy],
+                 directory: Path | None = None) -> None:
+        self.spec = dict(spec)
+        self.directory = directory
+        self.policies = dict(policies)
+        self.agents = list(self.policies)
+        self.env_config = dict((spec.get("multi_agent") or {}).get("env_config") or {})
+        self.env_id = spec.get("env_id")
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, *, seed: int | None = None) -> "MultiAgentInferencePolicy":
+        """Rebuild every agent's policy from ``directory`` (see the module docstring).
+
+        Args:
+            seed: seed of stochastic actions; agent ``i`` draws from ``seed + i``.
+
+        Raises:
+            FileNotFoundError / ArtifactError: as ``InferencePolicy.load``, naming the file.
+        """
+        root = Path(directory)
+        if not root.is_dir():
+            raise FileNotFoundError(f"inference artifacts folder {str(root)!r} does not exist")
+        yaml_path = root / INFERENCE_FILE
+        spec = _read_yaml(yaml_path, multi_agent=True)
+        section = spec.get("multi_agent")
+        if not isinstance(section, dict):
+            raise ArtifactError(f"{str(yaml_path)!r} describes a single-agent policy (no 'multi_agent' section); "
+                                f"load it with InferencePolicy.load({str(root)!r})")
+        agents, folders = section.get("agents"), section.get("policies")
+        if not isinstance(agents, list) or not agents or not isinstance(folders, dict):
+            raise ArtifactError(f"{str(yaml_path)!r}: the multi_agent section needs 'agents' (a non-empty list) "
+                                f"and 'policies' (agent -> folder)")
+        missing = [a for a in agents if a not in folders]
+        if missing:
+            raise ArtifactError(f"{str(yaml_path)!r}: no policy folder for agents {missing}")
+        policies = {}
+        for i, a in enumerate(agents):
+            sub = Path(str(folders[a]))
+            if sub.is_absolute() or ".." in sub.parts:
+                raise ArtifactError(f"{str(yaml_path)!r}: policy folder {str(sub)!r} of {a!r} must be a path "
+                                    f"inside the artifacts folder")
+            policies[str(a)] = InferencePolicy.load(root / sub, seed=None if seed is None else int(seed) + i)
+        return cls(spec, policies, directory=root)
+
+    def act(self, obs: Any, deterministic: bool = True) -> dict[str, Any]:
+        """``{agent: observation}`` -> ``{agent: action}`` (see ``InferencePolicy.act``)."""
+        if not isinstance(obs, Mapping):
+            raise TypeError(f"obs must be a dict {{agent: observation}} for agents {self.agents}, got "
+                            f"{type(obs).__name__}")
+        if not obs:
+            raise ValueError(f"obs is an empty dict; expected observations for some of {self.agents}")
+        unknown = [a for a in obs if a not in self.policies]
+        if unknown:
+            raise ValueError(f"obs holds unknown agent(s) {unknown}; the agents are {self.agents}")
+        out = {}
+        for a, o in obs.items():
+            try:
+                out[a] = self.policies[a].act(o, deterministic)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"agent {a!r}: {exc}") from None
+        return out
+
+    def predict(self, obs: Any, deterministic: bool = True) -> dict[str, Any]:
+        """``act`` under the name rlox's models use (so ``evaluate_policy`` takes this policy)."""
+        return self.act(obs, deterministic)
+
+    __call__ = act
+
+    def __repr__(self) -> str:
+        return (f"MultiAgentInferencePolicy({self.spec.get('algorithm')!r}, env={self.env_id!r}, "
+                f"agents={self.agents})")
 
 
 class InferenceRunner:

@@ -180,11 +180,10 @@ class Trainer:
         return self.algo.predict(obs, deterministic=deterministic)
 
     def evaluate(self, n_episodes: int = 10, deterministic: bool = True, seed: int = 0) -> dict[str, Any]:
-        """``rlox.evaluation.evaluate_policy`` of this trainer on its env."""
+        """``rlox.evaluation.evaluate_policy`` of this trainer on a fresh env like its own
+        (MAPPO/IPPO: a fresh multi-agent vector env; the result adds ``agent_rewards``)."""
         from rlox.evaluation import evaluate_policy
 
-        if getattr(self.algo, "multi_agent", False):   # MAPPO/IPPO: episodes of their own vector env
-            return self.algo.evaluate(n_episodes=n_episodes, deterministic=deterministic, seed=seed)
         return evaluate_policy(self, self.env, n_episodes=n_episodes, deterministic=deterministic, seed=seed)
 
     def save(self, path: str | Path) -> None:

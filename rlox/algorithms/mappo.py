@@ -29,7 +29,6 @@ Reading order: config -> networks -> collection -> targets -> update.
 """
 from __future__ import annotations
 
-import copy
 import math
 import time
 from typing import Any, Mapping, Sequence
@@ -512,36 +511,48 @@ class MAPPO(Algorithm):
                 out[a] = act[0] if single else act
         return out
 
-    def evaluate(self, n_episodes: int = 10, deterministic: bool = True, seed: int = 0) -> dict[str, Any]:
-        """Mean per-agent return over ``n_episodes`` fresh episodes of the training scenario
-        (a separate env with the same settings, seeded ``seed``)."""
-        if isinstance(n_episodes, bool) or not isinstance(n_episodes, (int, np.integer)) or n_episodes < 1:
-            raise ValueError(f"n_episodes must be an int >= 1, got {n_episodes!r}")
+    def export_policy(self) -> dict[str, Any]:
+        """One deployable actor per agent (``Algorithm.export_policy``'s dict under ``agents``,
+        with each agent's own spaces): ``rlox.artifacts`` writes them to ``agents/<agent>/``
+        and ``rlox.inference.MultiAgentInferencePolicy`` runs them. An actor shared by a
+        group gets the agent's one-hot id appended to its input by a constant layer, so
+        each artifact takes the agent's raw observation."""
+        from rlox.inference import AppendConstant
+
+        agents: dict[str, Any] = {}
+        for g, idx in enumerate(self.groups):
+            actor = self.actors[g]
+            for k, j in enumerate(idx):
+                a = self.agents[j]
+                net: nn.Module = actor.net
+                if len(idx) > 1:
+                    net = nn.Sequential(AppendConstant(np.eye(len(idx), dtype=np.float32)[k]), *actor.net)
+                sub: dict[str, Any] = {"networks": {"actor": net},
+                                       "observation_space": self.env.observation_spaces[a],
+                                       "action_space": self.env.action_spaces[a]}
+                if actor.discrete:
+                    sub.update(distribution="categorical", outputs={"logits": ["actor"]})
+                else:
+                    sub.update(distribution="gaussian", outputs={"mean": ["actor"]},
+                               tensors={"log_std": actor.log_std})
+                agents[a] = sub
+        return {"agents": agents}
+
+    @property
+    def env_config(self) -> dict[str, Any]:
+        """The scenario settings a fresh env like the training one is made with
+        (``make_multiagent_vec_env`` keywords; evaluation uses them)."""
         cfg = self.config
-        n_envs = min(int(n_episodes), 64)
-        source = self.env_id
-        if hasattr(source, "possible_agents"):      # an env object: evaluate on a copy, never the training env
-            source = copy.deepcopy(source)
-        env = make_multiagent_vec_env(source, n_envs, seed, n_agents=cfg.n_agents, native=cfg.native,
-                                      continuous_actions=cfg.continuous_actions, max_cycles=cfg.max_cycles,
-                                      env_kwargs=cfg.env_kwargs)
-        out = env.reset()
-        c = {k: np.array(out[k]) for k in ("obs", "alive")}
-        ep_ret = np.zeros((n_envs, self.n_agents))
-        returns: list[float] = []
-        while len(returns) < n_episodes:
-            with torch.inference_mode():
-                actions = self._predict(torch.as_tensor(c["obs"], device=self.device), deterministic)
-            out = env.step(actions)
-            ep_ret += np.where(c["alive"], out["rewards"], 0.0)
-            for e in np.flatnonzero(out["done"]):
-                returns.append(float(ep_ret[e].mean()))
-                ep_ret[e] = 0.0
-            c = {k: np.array(out[k]) for k in ("obs", "alive")}
-        env.close()
-        r = np.asarray(returns[:n_episodes])
-        return {"mean_reward": float(r.mean()), "std_reward": float(r.std()), "n_episodes": int(n_episodes),
-                "episode_rewards": r.tolist()}
+        return {"n_agents": cfg.n_agents, "native": cfg.native, "continuous_actions": cfg.continuous_actions,
+                "max_cycles": cfg.max_cycles, "env_kwargs": dict(cfg.env_kwargs or {})}
+
+    def evaluate(self, n_episodes: int = 10, deterministic: bool = True, seed: int = 0) -> dict[str, Any]:
+        """``rlox.evaluation.evaluate_policy`` on a fresh env of the training scenario (a
+        separate vector env of ``min(n_episodes, 64)`` envs seeded ``seed``): the mean per-agent
+        episode return, and the per-agent returns (``agent_rewards``)."""
+        from rlox.evaluation import evaluate_policy
+
+        return evaluate_policy(self, None, n_episodes=n_episodes, deterministic=deterministic, seed=seed)
 
     # ------------------------------------------------------------------ persistence
     def _state_dict(self) -> dict[str, Any]:
