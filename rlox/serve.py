@@ -7,7 +7,10 @@
     GET  /metadata  -> algorithm, env id, observation and action spaces, rlox version, limits
 
 The folder is the one ``Trainer(..., artifacts_dir=...)`` writes (or ``python -m rlox export``);
-it is loaded with ``rlox.inference.InferencePolicy``. The app is FastAPI on uvicorn.
+it is loaded with ``rlox.inference.InferencePolicy``. A MAPPO/IPPO folder is loaded with
+``MultiAgentInferencePolicy`` and takes ``{"obs": {agent: obs}}`` -> ``{"action": {agent: action}}``
+(any non-empty subset of the agents, each one observation or a batch). The app is FastAPI on
+uvicorn.
 
 Bad requests never reach the policy: a body over ``max_body_bytes`` gets 413, a body that is not
 JSON (or holds NaN/Infinity) 400, and observations of the wrong shape, of non-numbers, with
@@ -23,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["create_app", "serve", "PolicyServerError", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_BATCH"]
+__all__ = ["create_app", "serve", "load_policy", "PolicyServerError", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_BATCH"]
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20   # 1 MiB: ~20k float observations of CartPole as JSON
 DEFAULT_MAX_BATCH = 1024
@@ -88,6 +91,16 @@ def _to_json(action: Any) -> Any:
     return np.asarray(action).tolist()
 
 
+def load_policy(directory: str | os.PathLike) -> Any:
+    """``InferencePolicy`` or, for a MAPPO/IPPO folder, ``MultiAgentInferencePolicy``."""
+    from rlox.inference import INFERENCE_FILE, InferencePolicy, MultiAgentInferencePolicy, _read_yaml
+
+    path = Path(directory) / INFERENCE_FILE
+    if path.is_file() and _read_yaml(path, multi_agent=True).get("multi_agent") is not None:
+        return MultiAgentInferencePolicy.load(directory)
+    return InferencePolicy.load(directory)
+
+
 def create_app(policy: Any, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_batch: int = DEFAULT_MAX_BATCH):
     """The FastAPI app serving ``policy`` (an ``InferencePolicy`` or an artifacts folder).
 
@@ -100,22 +113,32 @@ def create_app(policy: Any, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from rlox import __version__
-    from rlox.inference import InferencePolicy
 
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ValueError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}")
     if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
         raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
     if isinstance(policy, (str, os.PathLike)):
-        policy = InferencePolicy.load(policy)
-    obs_shape = tuple(policy.obs_shape)
+        policy = load_policy(policy)
     spec = policy.spec
-    metadata = {
-        "algorithm": spec.get("algorithm"), "env_id": spec.get("env_id"),
-        "observation_space": spec.get("observation_space"), "action_space": spec.get("action_space"),
-        "distribution": policy.distribution, "observation_normalization": policy.normalizer is not None,
-        "rlox_version": __version__, "max_batch": max_batch, "max_body_bytes": max_body_bytes,
-    }
+    multi = bool(getattr(policy, "multi_agent", False))
+    if multi:   # MAPPO/IPPO: {"obs": {agent: obs}} -> {"action": {agent: action}}
+        agents = {a: p for a, p in policy.policies.items()}
+        metadata = {
+            "algorithm": spec.get("algorithm"), "env_id": spec.get("env_id"), "agents": list(agents),
+            "observation_spaces": {a: p.spec.get("observation_space") for a, p in agents.items()},
+            "action_spaces": {a: p.spec.get("action_space") for a, p in agents.items()},
+            "distributions": {a: p.distribution for a, p in agents.items()},
+            "rlox_version": __version__, "max_batch": max_batch, "max_body_bytes": max_body_bytes,
+        }
+    else:
+        obs_shape = tuple(policy.obs_shape)
+        metadata = {
+            "algorithm": spec.get("algorithm"), "env_id": spec.get("env_id"),
+            "observation_space": spec.get("observation_space"), "action_space": spec.get("action_space"),
+            "distribution": policy.distribution, "observation_normalization": policy.normalizer is not None,
+            "rlox_version": __version__, "max_batch": max_batch, "max_body_bytes": max_body_bytes,
+        }
     app = FastAPI(title="rlox policy server", version=__version__,
                   description=f"{spec.get('algorithm')} on {spec.get('env_id')}")
 
@@ -158,9 +181,25 @@ def create_app(policy: Any, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max
         deterministic = data.get("deterministic", True)
         if not isinstance(deterministic, bool):
             raise PolicyServerError(422, f"'deterministic' must be true or false, got {deterministic!r}")
-        obs = _observations(data["obs"], obs_shape, max_batch)
         # The policy's forward pass is a few small matmuls: run it on the event loop (a thread
         # hop would cost more than the work).
+        if multi:
+            obs_by_agent = data["obs"]
+            if not isinstance(obs_by_agent, dict) or not obs_by_agent:
+                raise PolicyServerError(422, f"'obs' must be a non-empty object {{agent: observation}} for "
+                                             f"agents {list(agents)}")
+            unknown = [a for a in obs_by_agent if a not in agents]
+            if unknown:
+                raise PolicyServerError(422, f"'obs' holds unknown agent(s) {unknown}; the agents are {list(agents)}")
+            actions = {}
+            for a, o in obs_by_agent.items():
+                try:
+                    x = _observations(o, tuple(agents[a].obs_shape), max_batch)
+                except PolicyServerError as exc:
+                    raise PolicyServerError(exc.status, f"agent {a!r}: {exc.message}") from None
+                actions[a] = _to_json(agents[a].act(x, deterministic=deterministic))
+            return {"action": actions}
+        obs = _observations(data["obs"], obs_shape, max_batch)
         action = policy.act(obs, deterministic=deterministic)
         return {"action": _to_json(action)}
 
@@ -195,9 +234,7 @@ def add_serve_parser(sub: Any) -> None:
 
 
 def run_serve(args: Any) -> int:
-    from rlox.inference import InferencePolicy
-
-    InferencePolicy.load(args.artifacts_dir)  # fail in one line before the server starts
+    load_policy(args.artifacts_dir)  # fail in one line before the server starts
     serve(args.artifacts_dir, host=args.host, port=args.port, max_body_bytes=args.max_body_bytes,
           max_batch=args.max_batch, log_level=args.log_level)
     return 0

@@ -148,3 +148,36 @@ def test_cli_serve_reports_a_missing_folder_in_one_line(tmp_path, capsys):
 
     assert main(["serve", str(tmp_path / "nope"), "--port", "0"]) == 1
     assert "rlox: error: inference artifacts folder" in capsys.readouterr().err
+
+
+def test_multi_agent_folder_serves_action_dicts_and_rejects_bad_agents(tmp_path):
+    pytest.importorskip("mpe2", reason="the mpe extra is not installed")
+    from rlox.algorithms.mappo import MAPPO
+    from rlox.inference import MultiAgentInferencePolicy
+
+    algo = MAPPO("spread_v3", n_agents=3, seed=0, n_envs=2, n_steps=25, n_epochs=1)
+    algo.train(100)
+    export_inference(algo, tmp_path)
+    policy = MultiAgentInferencePolicy.load(tmp_path)
+    server = Server(create_app(tmp_path, max_batch=4))
+    try:
+        obs = {a: np.random.default_rng(i).normal(size=18).round(4) for i, a in enumerate(algo.agents)}
+        status, body = server.request("POST", "/predict", {"obs": {a: o.tolist() for a, o in obs.items()}})
+        expected = policy.act(obs)
+        assert status == 200 and body == {"action": {a: int(expected[a]) for a in algo.agents}}
+        # a subset of the agents (PettingZoo drops agents that are done), as a batch
+        status, body = server.request("POST", "/predict", {"obs": {"agent_1": [obs["agent_1"].tolist()] * 2}})
+        assert status == 200 and body["action"]["agent_1"] == [int(expected["agent_1"])] * 2
+        status, meta = server.request("GET", "/metadata")
+        assert status == 200 and meta["agents"] == algo.agents and meta["algorithm"] == "mappo"
+        status, body = server.request("POST", "/predict", {"obs": {"agent_7": obs["agent_0"].tolist()}})
+        assert status == 422 and "unknown agent(s) ['agent_7']" in body["detail"]
+        status, body = server.request("POST", "/predict", {"obs": {"agent_0": [1.0, 2.0]}})
+        assert status == 422 and body["detail"].startswith("agent 'agent_0': 'obs' has shape [2]")
+        status, body = server.request("POST", "/predict", {"obs": obs["agent_0"].tolist()})
+        assert status == 422 and "{agent: observation}" in body["detail"]
+        status, body = server.request("POST", "/predict", {"obs": {"agent_0": [obs["agent_0"].tolist()] * 5}})
+        assert status == 422 and "batch of 5, expected 1 to 4" in body["detail"]
+        assert server.request("GET", "/health") == (200, {"status": "ok"})   # still serving
+    finally:
+        server.close()
