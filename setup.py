@@ -57,7 +57,7 @@ def _extensions():
         exts.append(Extension(
             f"rlox._ext.{name}",
             [os.path.relpath(pyx, HERE)],
-            include_dirs=[np.get_include(), "ext"],
+            include_dirs=[np.get_include(), "ext", "."],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
             extra_compile_args=opt + omp_compile,
             extra_link_args=omp_link + ["-lm"],
@@ -79,7 +79,9 @@ setup(
     ext_modules=cythonize(
         _extensions(),
         compiler_directives=DIRECTIVES,
-        include_path=["ext"],
+        # ext/ for the kernels' .pxd files; the root for rlox/_ext/buffers.pxd, the contract
+        # other modules cimport as rlox._ext.buffers (see that file)
+        include_path=["ext", str(HERE)],
         quiet=True,
         # Directives are not part of cythonize's staleness check: a debug build (and the
         # normal build after it) must regenerate the C, or boundscheck silently stays off.

@@ -6,6 +6,7 @@ from cython.parallel cimport prange
 from libc.math cimport isnan
 from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from _types cimport float64_t, float32_t, int64_t, uint64_t, bool_t, intp_t
 from envs_core cimport (env_t, env_init, env_reset, env_step, env_obs_f32, env_obs_dim,
                         env_n_actions, ENV_CARTPOLE, ENV_PENDULUM, ENV_MOUNTAINCAR,
@@ -13,14 +14,6 @@ from envs_core cimport (env_t, env_init, env_reset, env_step, env_obs_f32, env_o
 import numpy as np
 
 include "_threads.pxi"
-
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(int clk_id, timespec* tp)
-    int CLOCK_MONOTONIC
 
 
 cdef inline double _now() noexcept nogil:

@@ -36,6 +36,7 @@ from libc.string cimport memcpy
 from scipy.linalg.cython_blas cimport sgemm
 from _types cimport float32_t, int64_t, intp_t
 from _checks cimport exact_array
+from contextlib import contextmanager
 import numpy as np
 cimport numpy as cnp
 
@@ -51,24 +52,27 @@ cdef extern from "rlox_ppo.h" nogil:
                        float one_minus_beta1, float beta2, float one_minus_beta2,
                        float step_size, float bc2_sqrt, float eps)
 
-    ctypedef struct rlox_blas_threads_t:
-        int (*get)()
-        void (*set)(int)
-    void rlox_blas_threads_find(const void* blas_fn, rlox_blas_threads_t* out)
 
-# OpenBLAS's thread-count functions (NULL for another BLAS); see rlox_ppo.h.
-cdef rlox_blas_threads_t _blas
-rlox_blas_threads_find(<const void*>sgemm, &_blas)
+include "_threads.pxi"
+
+# BLAS threads, through threadpoolctl (scikit-learn's choice). OpenBLAS splits an sgemm over its
+# threads above about 2.6e5 multiply-adds (a 256 x 64 x 64 product is 1e6), and at these sizes
+# waking them costs far more than the products take: PPO's CartPole preset update (minibatch
+# 256, two 64-wide layers) ran 377k rows/s with one BLAS thread and 2k with two on a loaded
+# 2-core machine. So ``run_epoch`` limits the BLAS to ``min(blas_threads, rlox threads)``
+# (``rlox.set_num_threads`` caps it, as it does every kernel's OpenMP threads) and restores the
+# previous counts afterwards. The controller scans the loaded libraries once, on first use
+# (about 1 ms); each limit-and-restore then costs about 20 us.
+_blas_controller = None
 
 
-def blas_thread_control():
-    """True when the kernel can set the BLAS's thread count (scipy's OpenBLAS)."""
-    return _blas.get != NULL and _blas.set != NULL
-
-
-def blas_num_threads():
-    """The BLAS's current thread count (scipy's OpenBLAS), or None when it cannot be read."""
-    return int(_blas.get()) if _blas.get != NULL else None
+def _blas_limits(int n):
+    """Context manager: every loaded BLAS limited to ``n`` threads, restored on exit."""
+    global _blas_controller
+    if _blas_controller is None:
+        from threadpoolctl import ThreadpoolController
+        _blas_controller = ThreadpoolController()
+    return _blas_controller.limit(limits=n, user_api="blas")
 
 
 cdef float32_t HALF_LOG_2PI = 0.91893853320467274  # 0.5 * log(2 pi)
@@ -202,10 +206,10 @@ cdef class PPOUpdateKernel:
         vf_coef, ent_coef, clip_vloss, normalize_advantages: as ``rlox.losses.PPOLoss``.
         max_grad_norm: global gradient-norm clip (torch's ``clip_grad_norm_``); <= 0: none.
         betas, eps: Adam's (PPO uses eps=1e-5).
-        blas_threads: OpenBLAS threads during ``run_epoch`` (set for the call, then restored;
-            see ``blas_thread_control()``); 0 leaves the BLAS's own setting alone. At these
-            sizes one thread is fastest: a threaded sgemm spends more on waking its threads
-            than on the product.
+        blas_threads: the most BLAS threads ``run_epoch`` lets sgemm use: the BLAS is limited
+            to ``min(blas_threads, rlox.get_num_threads())`` for the call (threadpoolctl), then
+            restored; 0 leaves the BLAS's own setting alone. At these sizes one thread is
+            fastest: a threaded sgemm spends more on waking its threads than on the product.
 
     Parameters start at zero: copy the torch weights into ``parameters()``'s views (or point
     the torch parameters at them). Use: ``bind(...)`` a rollout, then ``run_epoch(...)`` per
@@ -263,6 +267,7 @@ cdef class PPOUpdateKernel:
     cdef int64_t mcnt[N_METRICS]
     cdef readonly int64_t n_updates
     cdef readonly int blas_threads
+    cdef bint blas_scoped           # inside blas_limits(): run_epoch leaves the BLAS alone
     cdef bint busy
 
     def __cinit__(self):
@@ -275,6 +280,7 @@ cdef class PPOUpdateKernel:
         self.g_dls = NULL
         self.cap = 0
         self.busy = False
+        self.blas_scoped = False
         self._batch = None
         self.b_n = 0
 
@@ -520,13 +526,7 @@ cdef class PPOUpdateKernel:
         self._ensure_capacity(bs)
         cdef intp_t start, rows
         cdef int stepped = 1
-        cdef int prev_threads = 0
-        if self.blas_threads > 0 and _blas.get != NULL and _blas.set != NULL:
-            prev_threads = _blas.get()
-            if prev_threads != self.blas_threads:
-                _blas.set(self.blas_threads)
-            else:
-                prev_threads = 0
+        limiter = None if self.blas_scoped else self._limit_blas()
         self.busy = True
         try:
             with nogil:
@@ -539,9 +539,31 @@ cdef class PPOUpdateKernel:
                     start += rows
         finally:
             self.busy = False
-            if prev_threads > 0:
-                _blas.set(prev_threads)
+            if limiter is not None:
+                limiter.restore_original_limits()
         return not stepped
+
+    cdef object _limit_blas(self):
+        """Limit the BLAS to min(blas_threads, rlox threads); the limiter to restore, or None."""
+        if self.blas_threads <= 0:
+            return None
+        return _blas_limits(min(self.blas_threads, _num_threads))
+
+    @contextmanager
+    def blas_limits(self):
+        """Context manager: hold ``run_epoch``'s BLAS limit over several calls (one limit and
+        restore for a whole update instead of one per epoch, about 20 us each)."""
+        if self.blas_scoped:
+            yield
+            return
+        limiter = self._limit_blas()
+        self.blas_scoped = True
+        try:
+            yield
+        finally:
+            self.blas_scoped = False
+            if limiter is not None:
+                limiter.restore_original_limits()
 
     def step(self, obs, actions, old_log_probs, advantages, returns, old_values, double lr,
              double clip_eps, double kl_limit=INFINITY):

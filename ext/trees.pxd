@@ -13,7 +13,7 @@
 # is the "augmented" half: the root's min is the minimum leaf, read in O(1).
 #
 # Everything here is ``noexcept nogil`` and inline: ext/trees.pyx (the SumMinTree class) and
-# ext/buffers.pyx (PrioritizedReplayBuffer) compile their own copy, so no symbol crosses modules.
+# ext/per.pyx (PrioritizedReplayBuffer) compile their own copy, so no symbol crosses modules.
 # Callers own the memory (tree_alloc / tree_free) and check every index before calling.
 from libc.math cimport INFINITY
 from libc.stdlib cimport malloc, free

@@ -1,6 +1,6 @@
 # SumMinTree: the sum tree and min tree of ext/trees.pxd as a Python object, with batched
 # updates and batched prefix-sum queries that run without the GIL. PrioritizedReplayBuffer
-# (ext/buffers.pyx) embeds the same inline functions; this class exposes them for direct use and
+# (ext/per.pyx) embeds the same inline functions; this class exposes them for direct use and
 # for the tests, which check it against a brute-force oracle.
 from cython.parallel cimport prange
 from libc.math cimport isfinite, INFINITY

@@ -1,9 +1,10 @@
-"""Thread control for the OpenMP kernels.
+"""Thread control for the kernels.
 
-Every kernel module keeps its own prange thread count (a C int read without the GIL);
+Every kernel module keeps its own thread count (a C int read without the GIL);
 ``set_num_threads`` sets it on all of them. ``RLOX_NUM_THREADS`` gives the starting value.
-Kernels split independent rows (envs, sequences, samples) across threads, so results never
-depend on the thread count.
+OpenMP kernels split independent rows (envs, sequences, samples) across that many threads, so
+results never depend on the thread count; PPO's compiled update (``rlox._ext.ppo_update``)
+limits the BLAS to ``min(blas_threads, count)`` threads for each call, through threadpoolctl.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _kernel_modules() -> list[ModuleType]:
 
 
 def set_num_threads(n: int) -> None:
-    """Set the number of OpenMP threads every rlox kernel uses (n >= 1)."""
+    """Set the number of threads every rlox kernel uses (n >= 1): OpenMP threads, and the cap
+    on the BLAS threads of the PPO update kernel."""
     global _current
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"set_num_threads expects an int >= 1, got {n!r} ({type(n).__name__})")

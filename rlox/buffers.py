@@ -1,4 +1,6 @@
-"""Replay storage (Cython kernels in ext/buffers.pyx and ext/trees.pyx). See docs/buffers.md.
+"""Replay storage (Cython kernels: the ring core in ext/buffers.pyx behind its contract
+rlox/_ext/buffers.pxd; ext/per.pyx, ext/mmap_buffer.pyx, ext/nstep.pyx,
+ext/experience_table.pyx and ext/trees.pyx). See docs/buffers.md.
 
 * ``ReplayBuffer``: ring buffer, uniform sampling, ``push`` / ``push_batch`` / ``save`` / ``load``.
 * ``PrioritizedReplayBuffer``: proportional PER on a sum tree and a min tree.
@@ -8,13 +10,11 @@
 * ``compute_nstep_targets``: n-step returns, bootstrap indices and discounts for sampled indices.
 * ``SumMinTree``: the trees themselves, with batched updates and prefix-sum queries.
 """
-from rlox._ext.buffers import (
-    ExperienceTable,
-    MmapReplayBuffer,
-    PrioritizedReplayBuffer,
-    ReplayBuffer,
-    compute_nstep_targets,
-)
+from rlox._ext.buffers import ReplayBuffer
+from rlox._ext.experience_table import ExperienceTable
+from rlox._ext.mmap_buffer import MmapReplayBuffer
+from rlox._ext.nstep import compute_nstep_targets
+from rlox._ext.per import PrioritizedReplayBuffer
 from rlox._ext.trees import SumMinTree
 from rlox.offline import OfflineDatasetBuffer
 

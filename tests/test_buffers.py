@@ -1,4 +1,4 @@
-"""Replay storage kernels (ext/buffers.pyx, ext/trees.pyx) against the oracles in
+"""Replay storage kernels (ext/buffers.pyx, per.pyx, mmap_buffer.pyx, nstep.pyx, experience_table.pyx, ext/trees.pyx) against the oracles in
 tests/reference/buffers.py."""
 import os
 import subprocess

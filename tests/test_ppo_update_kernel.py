@@ -11,6 +11,8 @@ lies within 1e-4 of a clip boundary are excluded from the random cases: there th
 legitimately fall on different sides of the clamp.
 """
 import math
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -18,7 +20,10 @@ import torch
 from hypothesis import assume, given, settings, strategies as st
 from torch import nn
 
-from rlox._ext.ppo_update import PPOUpdateKernel, blas_num_threads, blas_thread_control
+from threadpoolctl import threadpool_info
+
+import rlox
+from rlox._ext.ppo_update import PPOUpdateKernel
 from rlox.collectors import RolloutBatch
 from rlox.losses import PPOLoss
 from rlox.policies import ContinuousPolicy, DiscretePolicy
@@ -287,16 +292,85 @@ def test_non_contiguous_input_gives_the_same_step():
     np.testing.assert_array_equal(a.flat_parameters, b.flat_parameters)
 
 
-def test_blas_thread_count_restored():
+def _blas_threads():
+    """{library path: thread count} of every BLAS threadpoolctl sees in this process."""
+    return {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+
+@pytest.mark.parametrize("blas_threads, rlox_threads, expected", [
+    (4, 1, 1),          # rlox.set_num_threads caps the kernel's BLAS ...
+    (4, 3, 3),          # ... and raises it up to the kernel's blas_threads
+    (1, 3, 1),          # the default blas_threads=1 keeps sgemm serial
+    (0, 3, None),       # 0: the BLAS is left alone (None: the counts from before the call)
+])
+def test_set_num_threads_limits_the_blas_inside_the_call(blas_threads, rlox_threads, expected):
+    before = _blas_threads()
+    if not before:
+        pytest.skip("threadpoolctl finds no BLAS library in this process")
+    # Many small minibatches (64 x 64 x 64 products: below OpenBLAS's threading threshold, so
+    # sgemm stays serial whatever the limit) make one run_epoch long enough to watch from
+    # another thread: the kernel runs without the GIL. The kernel runs in this (the main)
+    # thread: OpenBLAS 0.3.30 ignores thread-count changes made from other threads once it
+    # has run an sgemm.
+    rng = np.random.default_rng(0)
+    n = 100_000
+    k = PPOUpdateKernel(4, [64, 64], 2, True, blas_threads=blas_threads)
+    k.bind(rng.normal(size=(n, 4)).astype(np.float32), rng.integers(0, 2, n),
+           *(rng.normal(size=n).astype(np.float32) for _ in range(4)))
+    seen, done = [], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            seen.append(_blas_threads())
+            time.sleep(0.001)
+
+    prev = rlox.get_num_threads()
+    watcher = threading.Thread(target=watch)
+    try:
+        rlox.set_num_threads(rlox_threads)
+        watcher.start()
+        k.run_epoch(None, 64, 1e-5, 0.2)
+    finally:
+        done.set()
+        if watcher.is_alive():
+            watcher.join()
+        rlox.set_num_threads(prev)
+    assert k.n_updates == n // 64 + 1
+    want = before if expected is None else {path: expected for path in before}
+    assert want in seen, f"BLAS thread counts during the call: {seen[:5]} ... (wanted {want})"
+    assert _blas_threads() == before                        # restored after the call
+
+
+def test_blas_limits_holds_the_limit_over_several_epochs():
+    """PPO's update wraps its epochs in kernel.blas_limits(): one limit and restore per update."""
+    before = _blas_threads()
+    if not before:
+        pytest.skip("threadpoolctl finds no BLAS library in this process")
+    rng = np.random.default_rng(0)
+    k = PPOUpdateKernel(4, [8], 2, True, blas_threads=3)
+    k.bind(rng.normal(size=(32, 4)).astype(np.float32), rng.integers(0, 2, 32),
+           *(rng.normal(size=32).astype(np.float32) for _ in range(4)))
+    prev = rlox.get_num_threads()
+    try:
+        rlox.set_num_threads(2)
+        with k.blas_limits():
+            assert set(_blas_threads().values()) == {2}
+            for _ in range(2):
+                k.run_epoch(None, 8, 1e-5, 0.2)
+                assert set(_blas_threads().values()) == {2}     # still held between epochs
+        assert _blas_threads() == before
+    finally:
+        rlox.set_num_threads(prev)
+    assert _blas_threads() == before
+
+
+def test_blas_setting_does_not_change_results():
     pol = _policy(True, 4, 2, [64, 64], 0)
     batch = _batch(pol, 256, 1)
-    before = blas_num_threads()
+    before = _blas_threads()
     k = _kernel(pol)
     k.step(*batch, lr=1e-3, clip_eps=0.2)
-    assert blas_num_threads() == before
-    if blas_thread_control():
-        assert before is not None and before >= 1
-    # results do not depend on the BLAS thread setting
+    assert _blas_threads() == before
     k0 = _kernel(pol, blas_threads=0)
     k0.step(*batch, lr=1e-3, clip_eps=0.2)
     np.testing.assert_allclose(k0.flat_parameters, k.flat_parameters, rtol=1e-6, atol=1e-8)

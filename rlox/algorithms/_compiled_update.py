@@ -183,20 +183,21 @@ class CompiledUpdateMixin:
         stopped = False
         hooks = self.update_hooks
         epochs_done = cfg.n_epochs
-        for epoch in range(cfg.n_epochs):
-            # PPO's shuffles, from the same generator calls (RolloutBatch.sample_minibatches)
-            order = torch.randperm(n, generator=self.torch_gen).numpy() if cfg.batch_size < n else None
-            # Early stop (SB3-style): a minibatch whose approx_kl > 1.5 target_kl is not
-            # stepped, and ends the update.
-            stopped = kernel.run_epoch(order, cfg.batch_size, lr, clip_eps, kl_limit)
-            if stopped:
-                epochs_done = epoch
-                break
-            # The on-policy epoch hook (rlox.callbacks): False stops the remaining epochs.
-            if hooks.needs_epoch_hook and not hooks.on_epoch_end(
-                    epoch, {f"loss/{k}": v for k, v in kernel.metrics().items()}):
-                epochs_done = epoch + 1
-                break
+        with kernel.blas_limits():          # rlox.set_num_threads caps sgemm's threads (threadpoolctl)
+            for epoch in range(cfg.n_epochs):
+                # PPO's shuffles, from the same generator calls (RolloutBatch.sample_minibatches)
+                order = torch.randperm(n, generator=self.torch_gen).numpy() if cfg.batch_size < n else None
+                # Early stop (SB3-style): a minibatch whose approx_kl > 1.5 target_kl is not
+                # stepped, and ends the update.
+                stopped = kernel.run_epoch(order, cfg.batch_size, lr, clip_eps, kl_limit)
+                if stopped:
+                    epochs_done = epoch
+                    break
+                # The on-policy epoch hook (rlox.callbacks): False stops the remaining epochs.
+                if hooks.needs_epoch_hook and not hooks.on_epoch_end(
+                        epoch, {f"loss/{k}": v for k, v in kernel.metrics().items()}):
+                    epochs_done = epoch + 1
+                    break
         out = {f"loss/{k}": v for k, v in kernel.metrics().items()}
         out["train/clip_range"] = clip_eps
         out["train/epochs_done"] = epochs_done
