@@ -21,8 +21,9 @@
 
 The YAML reader takes ``3e-4`` and ``1e5`` as numbers (YAML 1.1 readers see strings) and
 ``100_000`` as an int. Unknown top-level keys are an error listing the allowed ones
-(``TrainingConfig`` fields). Loggers, callbacks and wrappers are named as in ``LOGGERS``,
-``CALLBACKS`` and ``WRAPPERS`` (class names work too: ``EarlyStoppingCallback``); their
+(``TrainingConfig`` fields). Loggers, callbacks and wrappers are named as registered in
+``LOGGERS``, ``CALLBACKS`` and ``WRAPPERS`` (``rlox.plugins`` registries, which plugins extend;
+any spelling works: ``early_stopping``, ``EarlyStopping``, ``EarlyStoppingCallback``); their
 arguments are the constructors' and are checked against them.
 """
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rlox.config import TrainingConfig
+from rlox.plugins import CALLBACK_REGISTRY, LOGGER_REGISTRY, WRAPPER_REGISTRY, Registry
 
 __all__ = ["train_from_config", "build_trainer", "load_config", "load_yaml", "LOGGERS", "CALLBACKS", "WRAPPERS",
            "EXPERIMENT_KEYS"]
@@ -42,63 +44,12 @@ __all__ = ["train_from_config", "build_trainer", "load_config", "load_yaml", "LO
 EXPERIMENT_KEYS = tuple(TrainingConfig.field_names())
 
 
-def _logger_classes() -> dict[str, Any]:
-    from rlox import logging as lg
-    return {"console": lg.ConsoleLogger, "tensorboard": lg.TensorBoardLogger, "wandb": lg.WandbLogger,
-            "csv": lg.CSVLogger}
-
-
-def _callback_classes() -> dict[str, Any]:
-    from rlox import callbacks as cb, dashboard as db
-    return {"early_stopping": cb.EarlyStoppingCallback, "progress_bar": cb.ProgressBarCallback,
-            "timing": cb.TimingCallback, "eval": cb.EvalCallback, "checkpoint": cb.CheckpointCallback,
-            "metrics_collector": db.MetricsCollector, "terminal_dashboard": db.TerminalDashboard}
-
-
-def _wrapper_classes() -> dict[str, Any]:
-    from rlox.wrappers import VecNormalize
-    return {"vec_normalize": VecNormalize}
-
-
-class _Registry:
-    """Name -> class, built on first use (so importing this module stays light)."""
-
-    def __init__(self, kind: str, build: Any) -> None:
-        self.kind, self._build, self._items = kind, build, None
-
-    @property
-    def items(self) -> dict[str, Any]:
-        if self._items is None:
-            self._items = self._build()
-        return self._items
-
-    def __iter__(self):
-        return iter(self.items)
-
-    def __contains__(self, name: object) -> bool:
-        return self.resolve(str(name), fail=False) is not None
-
-    def resolve(self, name: str, fail: bool = True) -> Any:
-        key = _norm(name)
-        for n, cls in self.items.items():
-            if key in (_norm(n), _norm(cls.__name__)):
-                return cls
-        if fail:
-            raise ValueError(f"unknown {self.kind} {name!r}; known: {', '.join(self.items)}")
-        return None
-
-
-def _norm(name: str) -> str:
-    key = re.sub(r"[^a-z0-9]", "", name.lower())
-    for suffix in ("callback", "logger"):
-        if key.endswith(suffix) and key != suffix:
-            key = key[: -len(suffix)]
-    return key
-
-
-LOGGERS = _Registry("logger", _logger_classes)
-CALLBACKS = _Registry("callback", _callback_classes)
-WRAPPERS = _Registry("wrapper", _wrapper_classes)
+# Experiment files name their parts through these registries (rlox.plugins): the built-ins are
+# the rlox.loggers / rlox.callbacks / rlox.wrappers entry points in pyproject.toml, and a plugin
+# adds its own through the same groups or with LOGGERS.register("mlflow", MLflowLogger).
+LOGGERS = LOGGER_REGISTRY
+CALLBACKS = CALLBACK_REGISTRY
+WRAPPERS = WRAPPER_REGISTRY
 
 
 # ---------------------------------------------------------------------- YAML
@@ -151,7 +102,7 @@ def load_config(path_or_config: str | os.PathLike | TrainingConfig | Mapping[str
 
 
 # ---------------------------------------------------------------------- building
-def _instantiate(registry: _Registry, entry: Any, where: str) -> Any:
+def _instantiate(registry: Registry, entry: Any, where: str) -> Any:
     if isinstance(entry, str):
         name, kwargs = entry, {}
     elif "type" in entry:
@@ -159,7 +110,10 @@ def _instantiate(registry: _Registry, entry: Any, where: str) -> Any:
     else:
         (name, kwargs), = entry.items()
         kwargs = dict(kwargs or {})
-    cls = registry.resolve(name)
+    try:
+        cls = registry.get(name)
+    except KeyError as exc:          # a bad value in the experiment: name the entry and the registry
+        raise ValueError(f"{where}: {exc.args[0]}") from None
     try:
         params = inspect.signature(cls).parameters
     except (TypeError, ValueError):
