@@ -174,15 +174,28 @@ class Algorithm(abc.ABC):
     def _load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore ``_state_dict``'s parts (tensors as saved; ``to_numpy_tree`` for arrays)."""
 
+    # The single-env spaces: an algorithm that steps envs through ``self.collector`` reads them
+    # from it; one without a collector (IMPALA, DreamerV3, offline) sets ``self._obs_space`` and
+    # ``self._act_space`` in ``__init__``.
     @property
-    @abc.abstractmethod
     def observation_space(self) -> gym.Space:
         """The single-env observation space."""
+        return self._space("_obs_space", "observation_space")
 
     @property
-    @abc.abstractmethod
     def action_space(self) -> gym.Space:
         """The single-env action space."""
+        return self._space("_act_space", "action_space")
+
+    def _space(self, attr: str, name: str) -> gym.Space:
+        space = self.__dict__.get(attr)
+        if space is None:
+            collector = self.__dict__.get("collector")
+            if collector is None:
+                raise AttributeError(f"{type(self).__name__} has no {name}: it sets neither self.{attr} nor "
+                                     f"self.collector in __init__")
+            space = getattr(collector, name)
+        return space
 
     def obs_normalizer(self) -> Any:
         """The observation normaliser applied before the policy (None if there is none)."""

@@ -37,10 +37,10 @@ from rlox.envs import env_label
 from rlox.errors import RloxWarning
 from rlox.exploration import Exploration
 from rlox.off_policy_collector import OffPolicyCollector
-from rlox.optim import FastAdam, clip_grad_norm, make_adam, polyak_update, set_learning_rate
+from rlox.optim import set_learning_rate
 
-__all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "FastAdam", "make_adam", "polyak_update", "clip_grad_norm",
-           "buffer_path"]
+# The optimiser helpers (make_adam, FastAdam, polyak_update, clip_grad_norm) live in rlox.optim.
+__all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "buffer_path"]
 
 
 class OffPolicyWarning(RloxWarning):
@@ -251,15 +251,7 @@ class OffPolicyAlgorithm(Algorithm):
         """A seed for sub-stream ``k`` derived from the algorithm's seed (independent streams)."""
         return int(np.random.SeedSequence([self.seed & 0xFFFFFFFFFFFFFFFF, k]).generate_state(1, np.uint64)[0] >> 1)
 
-    # ------------------------------------------------------------------ spaces and inference
-    @property
-    def observation_space(self) -> gym.Space:
-        return self.collector.observation_space
-
-    @property
-    def action_space(self) -> gym.Space:
-        return self.collector.action_space
-
+    # ------------------------------------------------------------------ inference (spaces: Algorithm)
     @property
     def n_envs(self) -> int:
         return self.collector.n_envs

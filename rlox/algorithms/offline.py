@@ -323,15 +323,7 @@ class OfflineAlgorithm(Algorithm):
         return Batch(obs, actions, torch.from_numpy(b["rewards"]).to(dev), next_obs,
                      1.0 - torch.from_numpy(b["terminated"]).to(dev))
 
-    # ------------------------------------------------------------------ spaces and inference
-    @property
-    def observation_space(self) -> gym.Space:
-        return self._obs_space
-
-    @property
-    def action_space(self) -> gym.Space:
-        return self._act_space
-
+    # ------------------------------------------------------------------ inference (spaces: Algorithm)
     def _predict(self, obs: torch.Tensor, deterministic: bool) -> np.ndarray:
         actions = self._policy_action(obs.reshape(obs.shape[0], -1), deterministic).cpu().numpy()
         if self.discrete:
