@@ -22,6 +22,7 @@ from rlox.buffers import *  # noqa: F401,F403
 from rlox.llm import *  # noqa: F401,F403
 
 from rlox import advantages as _adv, buffers as _buf, envs as _envs, llm as _llm, stats as _stats
+from rlox import _builtins
 
 __version__ = "0.1.0"
 
@@ -40,29 +41,13 @@ _EAGER_ALL = [
 ]
 
 
-def _lazy_names() -> dict[str, str]:
-    from rlox._builtins import builtin_algorithms
-
-    names = dict(_LAZY)
-    for algo in builtin_algorithms():
+def _derived() -> dict[str, str]:
+    names = {}
+    for algo in _builtins.builtin_algorithms():
         names[algo.cls] = algo.module
         if algo.trainer is not None:
             names[algo.trainer] = "rlox.trainer"
     return names
 
 
-def __getattr__(name: str):
-    if name == "__all__":
-        value = [*_EAGER_ALL, *_lazy_names()]
-    else:
-        module = _LAZY.get(name) or (None if name.startswith("_") else _lazy_names().get(name))
-        if module is None:
-            raise AttributeError(f"module 'rlox' has no attribute {name!r}")
-        import importlib
-        value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_lazy_names()))
+__getattr__, __dir__ = _builtins.lazy_module(__name__, _LAZY, _derived, _EAGER_ALL)

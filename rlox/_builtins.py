@@ -16,9 +16,12 @@ costs about as much to import as rlox's own modules).
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+import importlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
-__all__ = ["BuiltinAlgorithm", "builtin_algorithms", "ALGORITHM_GROUP"]
+__all__ = ["BuiltinAlgorithm", "builtin_algorithms", "lazy_module", "ALGORITHM_GROUP"]
 
 ALGORITHM_GROUP = "rlox.algorithms"
 
@@ -56,3 +59,30 @@ def builtin_algorithms() -> tuple[BuiltinAlgorithm, ...]:
         llm = "llm" in (ep.extras or [])
         out.append(BuiltinAlgorithm(ep.name, module.strip(), attr, None if llm else f"{attr}Trainer"))
     return tuple(out)
+
+
+def lazy_module(module: str, static: dict[str, str], derived: Callable[[], dict[str, str]],
+                eager_all: Sequence[str] = ()) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """``__getattr__`` and ``__dir__`` (PEP 562) for a package whose public names import on
+    first use: ``static`` and ``derived()`` map each name to the module defining it; ``derived``
+    (which reads the metadata) runs only for names that are not in ``static``. ``__all__`` is
+    ``eager_all`` plus every lazy name."""
+
+    def names() -> dict[str, str]:
+        return {**static, **derived()}
+
+    def __getattr__(name: str) -> Any:
+        if name == "__all__":
+            value: Any = [*eager_all, *names()]
+        else:
+            where = static.get(name) or (None if name.startswith("_") else names().get(name))
+            if where is None:
+                raise AttributeError(f"module {module!r} has no attribute {name!r}")
+            value = getattr(importlib.import_module(where), name)
+        setattr(sys.modules[module], name, value)
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[module])) | set(names()))
+
+    return __getattr__, __dir__

@@ -10,7 +10,7 @@ which also register the classes in ``rlox.plugins.ALGORITHM_REGISTRY``, so
 """
 from __future__ import annotations
 
-import importlib
+from rlox._builtins import builtin_algorithms, lazy_module
 
 # The base classes algorithms build on (not algorithms themselves, so not entry points).
 _BASES = {
@@ -21,25 +21,4 @@ _BASES = {
     "LLMAlgorithm": "rlox.algorithms.llm_base",
 }
 
-
-def _modules() -> dict[str, str]:
-    """Public name -> defining module: the bases, then every built-in algorithm."""
-    from rlox._builtins import builtin_algorithms
-
-    return {**_BASES, **{a.cls: a.module for a in builtin_algorithms()}}
-
-
-def __getattr__(name: str):
-    if name == "__all__":
-        value = list(_modules())
-    else:
-        module = _BASES.get(name) or (None if name.startswith("_") else _modules().get(name))
-        if module is None:
-            raise AttributeError(f"module 'rlox.algorithms' has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_modules()))
+__getattr__, __dir__ = lazy_module(__name__, _BASES, lambda: {a.cls: a.module for a in builtin_algorithms()})
