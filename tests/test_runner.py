@@ -137,7 +137,9 @@ def test_build_trainer_from_names(tmp_path):
     assert [type(c).__name__ for c in trainer.callbacks] == ["TimingCallback", "EarlyStoppingCallback",
                                                              "MetricsCollector"]
     assert [type(lg).__name__ for lg in trainer.logger] == ["CSVLogger", "ConsoleLogger"]
-    assert trainer.algo.obs_normalizer() is not None
+    norm = trainer.algo.obs_normalizer()           # the wrapper from the file, fed by the run
+    assert type(norm).__name__ == "VecNormalize" and norm.norm_obs and not norm.norm_reward
+    assert norm.obs_rms.count() >= 512
     for f in ("m.csv", "r.html", "art/actor.safetensors", "art/normalizer.safetensors", "m/f.pt"):
         assert (tmp_path / f).is_file(), f
 
