@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rlox
@@ -74,3 +75,17 @@ def test_import_rlox_stays_light():
             " if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_derived_trainers_train(tmp_path):
+    """The named trainers new with the derivation work like the rest: on-policy and offline."""
+    from rlox import HybridPPOTrainer, TD3BCTrainer
+    from rlox.offline import collect_dataset, pendulum_swingup_policy
+
+    m = HybridPPOTrainer(env="CartPole-v1", seed=0, config={"n_envs": 2, "n_steps": 16}).train(64)
+    assert m["timesteps"] == 64
+    collect_dataset(pendulum_swingup_policy, "Pendulum-v1", 200, seed=0, path=tmp_path / "p.npz")
+    trainer = TD3BCTrainer(env="Pendulum-v1", dataset=str(tmp_path / "p.npz"), hidden=32, batch_size=32,
+                           steps_per_iteration=10)
+    assert trainer.train(total_timesteps=20)["timesteps"] == 20
+    assert trainer.predict(np.zeros(3, np.float32)).shape == (1,)
