@@ -37,7 +37,7 @@ from rlox.config import ConfigBase
 from rlox.envs import env_label
 from rlox.optim import adam  # noqa: F401  (re-exported: the one Adam factory)
 
-__all__ = ["Algorithm", "adam", "to_torch_tree", "to_numpy_tree", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
+__all__ = ["Algorithm", "adam", "to_torch_tree", "to_numpy_tree", "mean_loss_metrics", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_FORMAT = "rlox-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -86,6 +86,16 @@ def to_numpy_tree(obj: Any) -> Any:
     if isinstance(obj, list):
         return [to_numpy_tree(v) for v in obj]
     return obj
+
+
+def mean_loss_metrics(steps: list[torch.Tensor], names: Sequence[str]) -> dict[str, float]:
+    """Means over an iteration's gradient steps of their stacked metric tensors (each ``[len(names)]``,
+    detached), as ``loss/<name>``, with one device sync; NaN entries are skipped. Empties ``steps``."""
+    if not steps:
+        return {}
+    means = torch.stack(steps).float().nanmean(0).tolist()
+    steps.clear()
+    return {f"loss/{name}": float(v) for name, v in zip(names, means)}
 
 
 def _env_kwargs(env: Any) -> dict[str, Any] | None:

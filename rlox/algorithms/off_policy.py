@@ -31,7 +31,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlox.algorithms.base import Algorithm, to_numpy_tree
+from rlox.algorithms.base import Algorithm, mean_loss_metrics, to_numpy_tree
 from rlox.checkpointing import CheckpointError
 from rlox.envs import env_label
 from rlox.errors import RloxWarning
@@ -351,11 +351,7 @@ class OffPolicyAlgorithm(Algorithm):
 
     def _flush_metrics(self) -> dict[str, float]:
         """Means of the iteration's per-step metric tensors (one sync), namespaced ``loss/``."""
-        if not self._metrics:
-            return {}
-        means = torch.stack(self._metrics).float().nanmean(0).tolist()
-        self._metrics.clear()
-        return {f"loss/{name}": float(v) for name, v in zip(self.metric_names, means)}
+        return mean_loss_metrics(self._metrics, self.metric_names)
 
     # ------------------------------------------------------------------ persistence
     def _state_dict(self) -> dict[str, Any]:
