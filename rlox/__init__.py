@@ -22,45 +22,32 @@ from rlox.buffers import *  # noqa: F401,F403
 from rlox.llm import *  # noqa: F401,F403
 
 from rlox import advantages as _adv, buffers as _buf, envs as _envs, llm as _llm, stats as _stats
+from rlox import _builtins
 
 __version__ = "0.1.0"
 
-# Names that pull in torch are imported on first use, so `import rlox` stays light.
-# Each maps to the module that defines it.
+# Names that pull in torch are imported on first use, so `import rlox` stays light. Each maps to
+# the module that defines it; the algorithms (rlox.PPO) and their named trainers (rlox.PPOTrainer)
+# are added from the package's ``rlox.algorithms`` entry points on first lookup (rlox._builtins).
 _LAZY: dict[str, str] = {
     "Trainer": "rlox.trainer",
-    "PPOTrainer": "rlox.trainer",
-    "A2CTrainer": "rlox.trainer",
-    "VPGTrainer": "rlox.trainer",
-    "TRPOTrainer": "rlox.trainer",
-    "SACTrainer": "rlox.trainer",
-    "TD3Trainer": "rlox.trainer",
-    "DQNTrainer": "rlox.trainer",
-    "MAPPOTrainer": "rlox.trainer",
-    "IPPOTrainer": "rlox.trainer",
     "MultiAgentVecEnv": "rlox.multiagent.envs",
     "collect_dataset": "rlox.offline",
     "normalized_score": "rlox.offline",
-    "IMPALATrainer": "rlox.trainer",
-    "RecurrentPPOTrainer": "rlox.trainer",
-    "DreamerV3Trainer": "rlox.trainer",
 }
-
-
-def __getattr__(name: str):
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlox' has no attribute {name!r}")
-    import importlib
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
-
-__all__ = [
+_EAGER_ALL = [
     "__version__", "set_num_threads", "get_num_threads", "openmp_enabled", "RloxWarning",
-    *_envs.__all__, *_adv.__all__, *_stats.__all__, *_buf.__all__, *_llm.__all__, *_LAZY,
+    *_envs.__all__, *_adv.__all__, *_stats.__all__, *_buf.__all__, *_llm.__all__,
 ]
+
+
+def _derived() -> dict[str, str]:
+    names = {}
+    for algo in _builtins.builtin_algorithms():
+        names[algo.cls] = algo.module
+        if algo.trainer is not None:
+            names[algo.trainer] = "rlox.trainer"
+    return names
+
+
+__getattr__, __dir__ = _builtins.lazy_module(__name__, _LAZY, _derived, _EAGER_ALL)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,6 +33,7 @@ from torch import nn
 
 from rlox.callbacks import EvalCallback
 from rlox.checkpointing import atomic_path, atomic_write_text
+from rlox.logging import algo_env_label, run_metadata
 from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, INFERENCE_VERSION,
                             NORMALIZER_FILE, AppendConstant, ArtifactError)
 
@@ -180,7 +180,7 @@ def export_inference(algo: Any, directory: str | os.PathLike, *, extra: Mapping[
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     head = {"format": INFERENCE_FORMAT, "version": INFERENCE_VERSION,
-            "algorithm": getattr(algo, "name", owner) or owner, "env_id": _env_name(getattr(algo, "env_id", None))}
+            "algorithm": getattr(algo, "name", owner) or owner, "env_id": algo_env_label(algo)}
     if "agents" in export:
         folders = {}
         for agent, sub in export["agents"].items():
@@ -250,13 +250,6 @@ def _write_policy(directory: Path, export: Mapping[str, Any], head: Mapping[str,
     return path
 
 
-def _env_name(env: Any) -> str | None:
-    if env is None or isinstance(env, str):
-        return env
-    spec = getattr(env, "spec", None)
-    return getattr(spec, "id", None) or type(getattr(env, "unwrapped", env)).__name__
-
-
 class TrainingArtifacts(EvalCallback):
     """Write a run's artifacts into ``directory`` (see the module docstring for the files).
 
@@ -313,11 +306,7 @@ class TrainingArtifacts(EvalCallback):
         import yaml
 
         algo = self.algo
-        cfg = getattr(getattr(algo, "config", None), "to_dict", None)
-        run = {"algorithm": getattr(algo, "name", type(algo).__name__), "env_id": _env_name(algo.env_id),
-               "seed": getattr(algo, "seed", None), "start_timesteps": int(algo.num_timesteps),
-               "total_timesteps": int(algo.num_timesteps) + int(getattr(algo, "remaining_timesteps", 0)),
-               "config": cfg() if callable(cfg) else {}, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        run = run_metadata(algo)
         atomic_write_text(yaml.safe_dump(run, sort_keys=False), self.directory / TRAINING_FILE)
         self._phase_start = dict(algo.timings)
 

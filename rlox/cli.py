@@ -167,7 +167,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from rlox.plugins import ALGORITHM_REGISTRY, ENV_REGISTRY
+    from rlox.plugins import ALGORITHM_REGISTRY, CALLBACK_REGISTRY, ENV_REGISTRY, LOGGER_REGISTRY, WRAPPER_REGISTRY
     from rlox.presets import list_presets
 
     try:
@@ -178,6 +178,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     print("native envs: " + (", ".join(sorted(NATIVE_ENV_IDS)) or "-"))
     print("registered envs: " + (", ".join(sorted(ENV_REGISTRY.list())) or "-"))
     print("presets: " + ", ".join(f"{a}/{e}" for a, e in list_presets()))
+    for kind, registry in (("loggers", LOGGER_REGISTRY), ("callbacks", CALLBACK_REGISTRY), ("wrappers", WRAPPER_REGISTRY)):
+        print(f"{kind} (experiment files): " + (", ".join(registry.list()) or "-"))
     from importlib.metadata import entry_points
 
     plugins = sorted(f"{ep.name} ({ep.value})" for ep in entry_points(group="rlox.plugins"))

@@ -26,12 +26,8 @@ import numpy as np
 
 from rlox.errors import RloxWarning
 
-__all__ = [
-    "ConfigBase", "ConfigWarning", "PPOConfig", "A2CConfig", "VPGConfig", "TRPOConfig",
-    "SACConfig", "TD3Config", "DQNConfig", "CONFIGS", "config_for",
-    "MAPPOConfig", "IPPOConfig",
-    "GRPOConfig", "DPOConfig", "OnlineDPOConfig",
-]
+# The algorithms' configs (every ``CONFIGS`` class) are added at the end of the module.
+__all__ = ["ConfigBase", "ConfigWarning", "CONFIGS", "config_for", "TrainingConfig"]
 
 C = TypeVar("C", bound="ConfigBase")
 
@@ -604,11 +600,6 @@ class OnlineDPOConfig(DPOConfig, _SamplingConfig):
                                            ge=0, optional=True)
 
 
-CONFIGS: dict[str, type[ConfigBase]] = {
-    c.algorithm: c for c in (PPOConfig, A2CConfig, VPGConfig, TRPOConfig, SACConfig, TD3Config, DQNConfig,
-                          GRPOConfig, DPOConfig, OnlineDPOConfig)
-}
-CONFIGS.update({c.algorithm: c for c in (MAPPOConfig, IPPOConfig)})
 
 
 # ====================================================================== world models
@@ -666,16 +657,21 @@ class DreamerV3Config(ConfigBase):
                              f"{self.buffer_size} / n_envs = {self.n_envs}; sequences must fit in each env's replay")
 
 
-CONFIGS["dreamer"] = DreamerV3Config
-__all__ += ["DreamerV3Config"]
 
 
 def config_for(algorithm: str) -> type[ConfigBase]:
-    """The config class of a built-in algorithm name ("ppo", "sac", ...)."""
-    try:
-        return CONFIGS[algorithm.lower()]
-    except KeyError:
-        raise KeyError(f"no built-in config for {algorithm!r}; known: {', '.join(sorted(CONFIGS))}") from None
+    """The config class of an algorithm name ("ppo", "sac", ...): a built-in's from ``CONFIGS``,
+    else the registered algorithm's ``config_class`` (``hybrid_ppo``, a plugin's algorithm)."""
+    key = algorithm.lower()
+    if key in CONFIGS:
+        return CONFIGS[key]
+    from rlox.plugins import ALGORITHM_REGISTRY
+
+    cfg = getattr(ALGORITHM_REGISTRY.get(key), "config_class", None) if key in ALGORITHM_REGISTRY else None
+    if cfg is None:
+        raise KeyError(f"no config for {algorithm!r}; known: {', '.join(sorted(CONFIGS))} (and the "
+                       f"config_class of registered algorithms)")
+    return cfg
 
 
 # ====================================================================== offline RL (datasets, no env steps)
@@ -745,148 +741,7 @@ class BCConfig(_OfflineConfig):
     learning_rate: float = _f(1e-3, "Adam learning rate", gt=0)
 
 
-CONFIGS.update({c.algorithm: c for c in (TD3BCConfig, IQLConfig, CQLConfig, BCConfig)})
-__all__ += ["TD3BCConfig", "IQLConfig", "CQLConfig", "BCConfig"]
 
-# ====================================================================== experiments
-#: What ``TrainingConfig.logger`` / ``callbacks`` / ``wrappers`` entries may look like.
-_ENTRY_HELP = ("a name ('console'), a mapping with 'type' ({'type': 'tensorboard', 'log_dir': 'runs/x'}) "
-               "or a one-key mapping ({'tensorboard': {'log_dir': 'runs/x'}})")
-
-
-@dataclass
-class TrainingConfig:
-    """One training run, as an experiment file describes it (``rlox.runner.train_from_config``).
-
-        cfg = TrainingConfig(algorithm="ppo", env="CartPole-v1", total_timesteps=100_000, seed=42,
-                             config={"n_envs": 16, "learning_rate": 3e-4})
-
-    Loggers, callbacks and wrappers are given by name (``rlox.runner.LOGGERS``, ``CALLBACKS``,
-    ``WRAPPERS``), as a string or a mapping with ``type`` and the constructor's arguments.
-    ``from_dict`` rejects unknown top-level keys, listing the allowed ones.
-    """
-
-    algorithm: str = _f("ppo", "registered algorithm name (ppo, a2c, ...)")
-    env: Any = _f("CartPole-v1", "env id (gymnasium id or rlox.plugins.ENV_REGISTRY name)")
-    total_timesteps: int = _f(100_000, "env steps to train (all envs together)", ge=1)
-    seed: int = _f(0, "seed of envs, networks and sampling")
-    config: dict = _f({}, "algorithm config fields, merged over the preset")
-    logger: Any = _f(None, "logger(s): " + _ENTRY_HELP + ", or a list of them", optional=True)
-    callbacks: list = _f([], "callbacks, each " + _ENTRY_HELP)
-    wrappers: list = _f([], "vector-env wrappers, each " + _ENTRY_HELP + " (e.g. vec_normalize)")
-    preset: bool = _f(True, "merge the tuned preset for (algorithm, env) under config")
-    device: str = _f("cpu", "torch device")
-    artifacts_dir: str | None = _f(None, "write training artifacts (best actor, inference.yaml, CSVs) here",
-                                   optional=True)
-    eval_freq: int | None = _f(None, "env steps between the artifacts' evaluations (None: 20 per run)",
-                               ge=1, optional=True)
-    eval_episodes: int = _f(5, "episodes per artifacts evaluation", ge=1)
-    save_path: str | None = _f(None, "save the final checkpoint here", optional=True)
-    dataset: str | None = _f(None, "offline algorithms: the dataset (.npz/.hdf5 path or Minari id); env is "
-                             "then only for evaluation and total_timesteps counts gradient steps", optional=True)
-
-    def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            ConfigBase._check_field(self, f, hints.get(f.name))  # the shared type/range checks
-        self.validate()
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls)]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the fields (what an experiment file holds)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    def validate(self) -> None:
-        if not isinstance(self.algorithm, str) or not self.algorithm:
-            raise ValueError(f"TrainingConfig.algorithm must be a non-empty string such as 'ppo', got "
-                             f"{self.algorithm!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ValueError(f"TrainingConfig.seed must be an integer, got {self.seed!r}")
-        if not isinstance(self.config, dict):
-            raise ValueError(f"TrainingConfig.config must be a mapping of algorithm config fields, got "
-                             f"{type(self.config).__name__}")
-        for name in ("callbacks", "wrappers"):
-            value = getattr(self, name)
-            if not isinstance(value, list):
-                raise ValueError(f"TrainingConfig.{name} must be a list, each entry {_ENTRY_HELP}; got "
-                                 f"{type(value).__name__}")
-            for i, entry in enumerate(value):
-                _check_entry(f"TrainingConfig.{name}[{i}]", entry)
-        loggers = self.logger if isinstance(self.logger, list) else [] if self.logger is None else [self.logger]
-        for i, entry in enumerate(loggers):
-            _check_entry("TrainingConfig.logger" + (f"[{i}]" if isinstance(self.logger, list) else ""), entry)
-        for name in ("artifacts_dir", "save_path", "dataset"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"TrainingConfig.{name} must be a path string, got {value!r}")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any] | None, source: str | None = None) -> "TrainingConfig":
-        """A config from an experiment mapping (e.g. a YAML file's contents).
-
-        Numbers written as strings (``"3e-4"``, ``"100_000"``) become numbers in the top-level
-        numeric fields and in ``config``. Unknown top-level keys are a ValueError that lists the
-        allowed keys; ``source`` (a file name) prefixes the messages.
-        """
-        where = source or cls.__name__
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
-            raise ValueError(f"{where} must hold a mapping of experiment settings, got {type(data).__name__}")
-        names = cls.field_names()
-        unknown = sorted(str(k) for k in data if k not in names)
-        if unknown:
-            raise ValueError(f"{where} has unknown top-level keys {unknown}" + _suggest(unknown, set(names))
-                             + f"; allowed: {names}")
-        values = dict(data)
-        for key in ("total_timesteps", "seed", "eval_freq", "eval_episodes"):
-            if key in values:
-                values[key] = _number(values[key])
-        cfg = values.get("config")
-        if cfg is None:
-            values.pop("config", None)
-        elif isinstance(cfg, Mapping):
-            values["config"] = {str(k): _number(v) for k, v in cfg.items()}
-        for key in ("callbacks", "wrappers"):
-            if values.get(key) is None:
-                values.pop(key, None)
-        try:
-            return cls(**values)
-        except ValueError as exc:
-            if source:
-                raise ValueError(f"{source}: {exc}") from None
-            raise
-
-
-def _check_entry(where: str, entry: Any) -> None:
-    if isinstance(entry, str) and entry:
-        return
-    if isinstance(entry, Mapping):
-        if "type" in entry and isinstance(entry["type"], str):
-            return
-        if len(entry) == 1:
-            (_, kwargs), = entry.items()
-            if kwargs is None or isinstance(kwargs, Mapping):
-                return
-    raise ValueError(f"{where} = {entry!r} is not understood; expected {_ENTRY_HELP}")
-
-
-def _number(value: Any) -> Any:
-    """``"3e-4"`` -> 0.0003, ``"100_000"`` -> 100000; anything else unchanged."""
-    if isinstance(value, str):
-        text = value.strip().replace("_", "")
-        for conv in (int, float):
-            try:
-                return conv(text)
-            except ValueError:
-                pass
-    return value
-
-
-__all__ += ["TrainingConfig"]
 
 
 # ====================================================================== distributed
@@ -943,8 +798,6 @@ class IMPALAConfig(ConfigBase):
                              f"{self.ray_address!r}")
 
 
-CONFIGS["impala"] = IMPALAConfig
-__all__ += ["IMPALAConfig"]
 # ====================================================================== recurrent on-policy
 @dataclass
 class RecurrentPPOConfig(_OnPolicyConfig):
@@ -979,5 +832,33 @@ class RecurrentPPOConfig(_OnPolicyConfig):
                              "actor's LSTM")
 
 
-CONFIGS[RecurrentPPOConfig.algorithm] = RecurrentPPOConfig
-__all__ += ["RecurrentPPOConfig"]
+
+
+def _algorithm_configs() -> dict[str, type[ConfigBase]]:
+    """Every config dataclass of this module that names its algorithm (``algorithm = "ppo"``)."""
+    found, todo = {}, [ConfigBase]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__ == __name__ and cls.__dict__.get("algorithm"):
+            found[cls.algorithm] = cls
+    return dict(sorted(found.items()))
+
+
+#: Algorithm name -> config class of the built-ins (a config is found by its ``algorithm`` name,
+#: so adding one here is defining the dataclass).
+CONFIGS: dict[str, type[ConfigBase]] = _algorithm_configs()
+__all__ += [c.__name__ for c in CONFIGS.values() if c.__name__ not in __all__]
+
+
+def __getattr__(name: str) -> Any:
+    # TrainingConfig (one experiment) lives next to the runner that trains it; re-exported here.
+    if name == "TrainingConfig":
+        from rlox.runner import TrainingConfig
+
+        return TrainingConfig
+    raise AttributeError(f"module 'rlox.config' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"TrainingConfig"})

@@ -26,7 +26,7 @@ import numpy as np
 
 from rlox.callbacks import Callback
 from rlox.checkpointing import atomic_write_text
-from rlox.logging import scalar_metrics
+from rlox.logging import algo_env_label, run_metadata, scalar_metrics
 
 __all__ = ["MetricsCollector", "HTMLReport", "TerminalDashboard", "sparkline"]
 
@@ -54,15 +54,7 @@ class MetricsCollector(Callback):
 
     # ------------------------------------------------------------------ hooks
     def on_training_start(self) -> None:
-        algo = self.algo
-        cfg = getattr(getattr(algo, "config", None), "to_dict", None)
-        env = getattr(algo, "env_id", None)
-        self.run = {"algorithm": getattr(algo, "name", "") or type(algo).__name__,
-                    "env": env if isinstance(env, str) else getattr(getattr(env, "spec", None), "id", str(env)),
-                    "seed": getattr(algo, "seed", None),
-                    "total_timesteps": int(algo.num_timesteps) + int(getattr(algo, "remaining_timesteps", 0)),
-                    "config": cfg() if callable(cfg) else {},
-                    "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+        self.run = run_metadata(self.algo)
         self._t0 = time.perf_counter()
 
     def record(self, step: int, metrics: Mapping[str, Any]) -> None:
@@ -438,7 +430,7 @@ class TerminalDashboard(Callback):
         timing = Text("  ".join(f"{k} {100 * v / total:.0f}%" for k, v in timings.items() if v > 0)
                       if total > 0 else "", style="dim")
         name = (getattr(algo, "name", "") or type(algo).__name__) if algo is not None else "rlox"
-        env = getattr(algo, "env_id", "") if algo is not None else ""
+        env = (algo_env_label(algo) or "") if algo is not None else ""
         bar = ProgressBar(total=max(self._total, 1), completed=min(done, max(self._total, 1)), width=60)
-        return Panel(Group(bar, head, losses, timing), title=f"rlox · {name} · {env if isinstance(env, str) else ''}",
+        return Panel(Group(bar, head, losses, timing), title=f"rlox · {name} · {env}",
                      border_style="blue")

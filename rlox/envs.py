@@ -326,8 +326,7 @@ class GymVecEnv:
             spec = self.envs.spec
             self.env_id = spec.id if spec is not None else "async"
         else:
-            spec = self.envs.envs[0].spec
-            self.env_id = spec.id if spec is not None else type(self.envs.envs[0].unwrapped).__name__
+            self.env_id = env_label(self.envs.envs[0])
         sp = self.single_observation_space
         self._float_obs = isinstance(sp, spaces.Box) and np.issubdtype(sp.dtype, np.floating)
         self.obs_dim = int(np.prod(sp.shape)) if isinstance(sp, spaces.Box) else None

@@ -1,10 +1,12 @@
-"""Registries for algorithms, environments, buffers and reward functions, fed by entry points.
+"""Registries for algorithms, environments, buffers, reward functions, loggers, callbacks and
+vector-env wrappers, fed by entry points.
 
 rlox finds its own built-ins the same way it finds third-party plugins:
 
-* built-in algorithms, envs and buffers are declared as entry points of the ``rlox`` package
-  itself (groups ``rlox.algorithms``, ``rlox.envs``, ``rlox.buffers`` in ``pyproject.toml``)
-  and imported lazily, on first lookup of that name;
+* built-in parts are declared as entry points of the ``rlox`` package itself (groups
+  ``rlox.algorithms``, ``rlox.envs``, ``rlox.buffers``, ``rlox.rewards``, ``rlox.loggers``,
+  ``rlox.callbacks``, ``rlox.wrappers`` in ``pyproject.toml``) and imported lazily, on first
+  lookup of that name; a third-party package may declare entries in the same groups;
 * third-party packages declare a callable in the group ``rlox.plugins``; ``discover_plugins()``
   calls each one, and it registers whatever it provides. Discovery runs once by itself the
   first time a lookup misses.
@@ -20,6 +22,7 @@ package and never breaks rlox.
 from __future__ import annotations
 
 import difflib
+import re
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -30,6 +33,7 @@ from rlox.errors import RloxWarning
 
 __all__ = [
     "Registry", "ALGORITHM_REGISTRY", "ENV_REGISTRY", "BUFFER_REGISTRY", "REWARD_REGISTRY",
+    "LOGGER_REGISTRY", "CALLBACK_REGISTRY", "WRAPPER_REGISTRY", "harness_name",
     "discover_plugins", "PluginWarning", "PLUGIN_GROUP",
 ]
 
@@ -49,7 +53,8 @@ class Registry(Generic[T]):
         kind: what is registered, used in messages ("algorithm", "env", ...).
         group: entry-point group whose entries are registered lazily (the object is imported
             on first ``get``); None for none.
-        normalize: map a name to its key (e.g. ``str.lower`` for case-insensitive names).
+        normalize: map a name to its key (e.g. ``str.lower`` for case-insensitive names);
+            ``list()`` and messages show names as registered.
     """
 
     def __init__(self, kind: str, group: str | None = None,
@@ -59,6 +64,7 @@ class Registry(Generic[T]):
         self._normalize = normalize or (lambda s: s)
         self._items: dict[str, T] = {}
         self._lazy: dict[str, EntryPoint] = {}
+        self._names: dict[str, str] = {}          # key -> the name as registered
         self._scanned = False
         self._lock = threading.RLock()
 
@@ -88,6 +94,7 @@ class Registry(Generic[T]):
                                  f"override=True to replace it, or choose another name")
             self._lazy.pop(key, None)
             self._items[key] = obj
+            self._names[key] = name
         return obj
 
     def unregister(self, name: str) -> None:
@@ -99,6 +106,7 @@ class Registry(Generic[T]):
                 raise KeyError(f"{self.kind} {name!r} is not registered")
             self._items.pop(key, None)
             self._lazy.pop(key, None)
+            self._names.pop(key, None)
 
     # ------------------------------------------------------------------ lookup
     def get(self, name: str) -> T:
@@ -142,7 +150,7 @@ class Registry(Generic[T]):
         """All registered names (entry points included, not imported), sorted."""
         with self._lock:
             self._scan()
-            return sorted(set(self._items) | set(self._lazy))
+            return sorted(self._names.get(k, k) for k in set(self._items) | set(self._lazy))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.list())
@@ -161,12 +169,14 @@ class Registry(Generic[T]):
         self._scanned = True
         for ep in entry_points(group=self.group):
             key = self._normalize(ep.name)
-            if key not in self._items:
-                self._lazy.setdefault(key, ep)
+            if key not in self._items and key not in self._lazy:
+                self._lazy[key] = ep
+                self._names[key] = ep.name
 
     def _unknown_message(self, name: str) -> str:
         names = self.list()
-        close = difflib.get_close_matches(self._normalize(name), names, n=3, cutoff=0.5)
+        keys = {self._normalize(n): n for n in names}
+        close = [keys[k] for k in difflib.get_close_matches(self._normalize(name), list(keys), n=3, cutoff=0.5)]
         if close:
             hint = "did you mean " + " or ".join(repr(c) for c in close) + "?"
         elif names:
@@ -186,6 +196,23 @@ ALGORITHM_REGISTRY: Registry[type] = Registry("algorithm", "rlox.algorithms", no
 ENV_REGISTRY: Registry[Any] = Registry("env", "rlox.envs")
 BUFFER_REGISTRY: Registry[type] = Registry("buffer", "rlox.buffers")
 REWARD_REGISTRY: Registry[Callable[..., Any]] = Registry("reward function", "rlox.rewards")
+
+
+def harness_name(name: str) -> str:
+    """The key of a logger, callback or wrapper name: case, ``_``/``-``/spaces and a trailing
+    ``Callback``/``Logger`` do not matter, so ``early_stopping``, ``EarlyStopping`` and
+    ``EarlyStoppingCallback`` are one name (the YAML experiments of ``rlox.runner`` use them)."""
+    key = re.sub(r"[^a-z0-9]", "", name.lower())
+    for suffix in ("callback", "logger"):
+        if key.endswith(suffix) and key != suffix:
+            key = key[: -len(suffix)]
+    return key
+
+
+# The harness parts an experiment file names (rlox.runner): classes taking their YAML arguments.
+LOGGER_REGISTRY: Registry[type] = Registry("logger", "rlox.loggers", normalize=harness_name)
+CALLBACK_REGISTRY: Registry[type] = Registry("callback", "rlox.callbacks", normalize=harness_name)
+WRAPPER_REGISTRY: Registry[type] = Registry("wrapper", "rlox.wrappers", normalize=harness_name)
 
 _discovered = False
 _discover_lock = threading.RLock()

@@ -5,9 +5,9 @@ through the package's ``rlox.algorithms`` entry points, third parties through ``
 merges the tuned preset for (algorithm, env) *under* the user's config (``rlox.presets``;
 ``preset=False`` opts out), builds the algorithm and delegates ``train``/``predict``/``save``.
 
-Named trainers are one-line registry entries, so a new algorithm needs no new code here:
-
-    PPOTrainer = trainer_for("ppo")      # PPOTrainer(env=..., config=..., seed=...)
+Every built-in algorithm has a named trainer, derived from its entry point, so a new algorithm
+needs no code here (``PPOTrainer(env=..., config=..., seed=...)`` is ``Trainer("ppo", ...)``);
+``trainer_for("my_algo")`` makes one for a plugin's algorithm.
 """
 from __future__ import annotations
 
@@ -35,10 +35,9 @@ def resolve_algorithm(name: str) -> type:
 def _config_fields(algo_cls: type, name: str) -> set[str] | None:
     """Field names of the algorithm's config dataclass: the class's ``config_class``
     attribute, else ``rlox.config.<NAME>Config``; None when neither exists."""
-    for attr in ("config_class",):
-        cfg = getattr(algo_cls, attr, None)
-        if cfg is not None and dataclasses.is_dataclass(cfg):
-            return {f.name for f in dataclasses.fields(cfg)}
+    cfg = getattr(algo_cls, "config_class", None)
+    if cfg is not None and dataclasses.is_dataclass(cfg):
+        return {f.name for f in dataclasses.fields(cfg)}
     try:
         import rlox.config as config_module
     except ImportError:
@@ -214,7 +213,7 @@ class Trainer:
         return f"{type(self).__name__}(algorithm={self.algorithm_name!r}, env={self.env!r}, seed={self.seed!r})"
 
 
-TRAINERS: dict[str, type[Trainer]] = {}
+_TRAINERS: dict[str, type[Trainer]] = {}
 
 
 def trainer_for(algorithm: str, class_name: str | None = None) -> type[Trainer]:
@@ -223,8 +222,8 @@ def trainer_for(algorithm: str, class_name: str | None = None) -> type[Trainer]:
     ``PPOTrainer(env=..., seed=..., config=...)`` is ``Trainer("ppo", env=..., ...)``.
     """
     key = algorithm.lower()
-    if key in TRAINERS:
-        return TRAINERS[key]
+    if key in _TRAINERS:
+        return _TRAINERS[key]
     name = class_name or f"{algorithm.upper()}Trainer"
 
     def __init__(self, env: Any = "CartPole-v1", **kwargs: Any) -> None:
@@ -233,26 +232,38 @@ def trainer_for(algorithm: str, class_name: str | None = None) -> type[Trainer]:
         Trainer.__init__(self, key, env, **kwargs)
 
     cls = type(name, (Trainer,), {
-        "algorithm": key, "__init__": __init__, "__module__": __name__,
+        "algorithm": key, "__init__": __init__, "__module__": __name__, "__qualname__": name,
         "__doc__": f"``Trainer({key!r}, env=..., ...)``: see :class:`Trainer` for the arguments.",
     })
-    TRAINERS[key] = cls
+    _TRAINERS[key] = cls
     return cls
 
 
-PPOTrainer = trainer_for("ppo")
-A2CTrainer = trainer_for("a2c")
-VPGTrainer = trainer_for("vpg")
-TRPOTrainer = trainer_for("trpo")
-SACTrainer = trainer_for("sac")
-TD3Trainer = trainer_for("td3")
-DQNTrainer = trainer_for("dqn")
-MAPPOTrainer = trainer_for("mappo")
-IPPOTrainer = trainer_for("ippo")
-IMPALATrainer = trainer_for("impala")
+def _named_trainers() -> dict[str, type[Trainer]]:
+    """Every built-in algorithm's named trainer (``PPOTrainer``, ...; ``rlox._builtins`` derives
+    the names from the ``rlox.algorithms`` entry points), defined on first use."""
+    from rlox._builtins import builtin_algorithms
 
-RecurrentPPOTrainer = trainer_for("recurrent_ppo", "RecurrentPPOTrainer")
-DreamerV3Trainer = trainer_for("dreamer", "DreamerV3Trainer")
+    for algo in builtin_algorithms():
+        if algo.trainer is not None and algo.name not in _TRAINERS:
+            trainer_for(algo.name, algo.trainer)
+    return _TRAINERS
 
-# Every named trainer defined above (one trainer_for line per algorithm).
-__all__ = ["Trainer", "trainer_for", "TRAINERS", *(cls.__name__ for cls in TRAINERS.values())]
+
+def __getattr__(name: str) -> Any:
+    # TRAINERS, __all__ and the named trainers read the package metadata, so on first use only
+    # (importing this module stays as light as rlox.presets).
+    if name == "TRAINERS":
+        return _named_trainers()
+    if name == "__all__":
+        return ["Trainer", "trainer_for", "TRAINERS", *(cls.__name__ for cls in _named_trainers().values())]
+    if not name.startswith("_"):
+        for cls in _named_trainers().values():
+            if cls.__name__ == name:
+                globals()[name] = cls
+                return cls
+    raise AttributeError(f"module 'rlox.trainer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__getattr__("__all__")))

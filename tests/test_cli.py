@@ -92,6 +92,10 @@ def test_module_entry_point_lists(tmp_path):
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "ppo" in proc.stdout and "CartPole-v1" in proc.stdout and "presets:" in proc.stdout
+    lines = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+    assert {"console", "csv", "tensorboard", "wandb"} <= set(lines["loggers (experiment files)"].split(", "))
+    assert "early_stopping" in lines["callbacks (experiment files)"].split(", ")
+    assert lines["wrappers (experiment files)"].split(", ") == ["vec_normalize"]
 
 
 @real

@@ -7,7 +7,8 @@ import torch
 
 import rlox
 from rlox.algorithms.dqn import DQN
-from rlox.algorithms.off_policy import FastAdam, OffPolicyWarning, buffer_path, polyak_update
+from rlox.algorithms.off_policy import OffPolicyWarning, buffer_path
+from rlox.optim import FastAdam, polyak_update
 from rlox.algorithms.sac import SAC
 from rlox.algorithms.td3 import TD3
 from rlox.callbacks import Callback

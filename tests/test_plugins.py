@@ -96,3 +96,15 @@ def test_unknown_env_message_names_registry():
 
     with pytest.raises(KeyError, match="unknown env 'CartPol-v1'.*CartPole-v1"):
         make_vec_env("CartPol-v1", 2)
+
+
+def test_normalized_registry_lists_names_as_registered():
+    reg = Registry("callback", normalize=plugins.harness_name)
+    reg.register("early_stopping", 1)
+    reg.register("ProgressBar", 2)
+    assert reg.list() == ["ProgressBar", "early_stopping"]
+    assert reg.get("EarlyStoppingCallback") == 1 and reg.get("progress-bar") == 2 and "Early Stopping" in reg
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register("EarlyStopping", 3)
+    with pytest.raises(KeyError, match="unknown callback 'early_stoping'; did you mean 'early_stopping'"):
+        reg.get("early_stoping")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlox.config import TrainingConfig
-from rlox.runner import CALLBACKS, LOGGERS, build_trainer, load_config, load_yaml, train_from_config
+from rlox.runner import CALLBACKS, LOGGERS, WRAPPERS, build_trainer, load_config, load_yaml, train_from_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,12 +68,59 @@ def test_names_resolve_in_any_spelling():
     from rlox.callbacks import EarlyStoppingCallback, ProgressBarCallback
     from rlox.logging import TensorBoardLogger
 
-    assert CALLBACKS.resolve("early_stopping") is EarlyStoppingCallback
-    assert CALLBACKS.resolve("EarlyStoppingCallback") is EarlyStoppingCallback
-    assert CALLBACKS.resolve("progress-bar") is ProgressBarCallback
-    assert LOGGERS.resolve("TensorBoardLogger") is TensorBoardLogger and "csv" in LOGGERS
-    with pytest.raises(ValueError, match="unknown callback 'earlystop'; known: early_stopping, progress_bar"):
-        CALLBACKS.resolve("earlystop")
+    assert CALLBACKS.get("early_stopping") is EarlyStoppingCallback
+    assert CALLBACKS.get("EarlyStoppingCallback") is EarlyStoppingCallback
+    assert CALLBACKS.get("progress-bar") is ProgressBarCallback
+    assert LOGGERS.get("TensorBoardLogger") is TensorBoardLogger and "csv" in LOGGERS
+    with pytest.raises(KeyError, match="unknown callback 'earlystop'; did you mean 'early_stopping'"):
+        CALLBACKS.get("earlystop")
+
+
+def test_harness_registries_are_plugin_registries_fed_by_entry_points():
+    import importlib.metadata as md
+
+    from rlox.plugins import CALLBACK_REGISTRY, LOGGER_REGISTRY, WRAPPER_REGISTRY, Registry
+
+    assert LOGGERS is LOGGER_REGISTRY and CALLBACKS is CALLBACK_REGISTRY and isinstance(WRAPPERS, Registry)
+    for registry, group in ((LOGGERS, "rlox.loggers"), (CALLBACKS, "rlox.callbacks"), (WRAPPERS, "rlox.wrappers")):
+        declared = {ep.name for ep in md.entry_points(group=group)}
+        assert declared and declared <= set(registry.list()), group
+    assert {"console", "tensorboard", "wandb", "csv"} <= set(LOGGERS.list())
+    assert "vec_normalize" in WRAPPERS.list() and "metrics_collector" in CALLBACKS.list()
+
+
+def test_a_registered_callback_is_usable_from_an_experiment(tmp_path):
+    from rlox.callbacks import Callback
+
+    class StopAfter(Callback):
+        def __init__(self, updates: int = 1):
+            super().__init__()
+            self.updates, self.seen = updates, 0
+
+        def on_update(self, metrics):
+            self.seen += 1
+            return self.seen < self.updates
+
+    CALLBACKS.register("stop_after", StopAfter)
+    try:
+        metrics, trainer = train_from_config(
+            {"algorithm": "a2c", "total_timesteps": 10_000, "config": {"n_envs": 2, "n_steps": 8},
+             "callbacks": [{"type": "StopAfter", "updates": 3}]}, return_trainer=True)
+    finally:
+        CALLBACKS.unregister("stop_after")
+    assert trainer.callbacks[0].seen == 3 and metrics["timesteps"] == 3 * 2 * 8
+
+
+def test_plugin_logger_from_its_entry_point(tmp_path):
+    pytest.importorskip("rlox_example_plugin", reason="make test installs plugins/rlox-example-plugin")
+    import json
+
+    metrics, trainer = train_from_config(
+        {"algorithm": "a2c", "total_timesteps": 64, "config": {"n_envs": 2, "n_steps": 8},
+         "logger": {"type": "jsonl", "path": str(tmp_path / "m.jsonl")}}, return_trainer=True)
+    assert type(trainer.logger).__module__ == "rlox_example_plugin.logger"
+    rows = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [16, 32, 48, 64] and "train/mean_reward" in rows[0]
 
 
 def test_build_trainer_from_names(tmp_path):
@@ -90,7 +137,9 @@ def test_build_trainer_from_names(tmp_path):
     assert [type(c).__name__ for c in trainer.callbacks] == ["TimingCallback", "EarlyStoppingCallback",
                                                              "MetricsCollector"]
     assert [type(lg).__name__ for lg in trainer.logger] == ["CSVLogger", "ConsoleLogger"]
-    assert trainer.algo.obs_normalizer() is not None
+    norm = trainer.algo.obs_normalizer()           # the wrapper from the file, fed by the run
+    assert type(norm).__name__ == "VecNormalize" and norm.norm_obs and not norm.norm_reward
+    assert norm.obs_rms.count() >= 512
     for f in ("m.csv", "r.html", "art/actor.safetensors", "art/normalizer.safetensors", "m/f.pt"):
         assert (tmp_path / f).is_file(), f
 
@@ -99,7 +148,7 @@ def test_bad_entry_arguments_are_named():
     with pytest.raises(TypeError, match=r"callbacks\[0\]: EarlyStoppingCallback does not take \['patiense'\]; "
                                         r"its arguments are \['patience', 'min_delta', 'metric', 'mode'\]"):
         build_trainer({"algorithm": "ppo", "total_timesteps": 10, "callbacks": [{"early_stopping": {"patiense": 3}}]})
-    with pytest.raises(ValueError, match="unknown logger 'mlflow'; known: console, tensorboard, wandb, csv"):
+    with pytest.raises(ValueError, match="logger: unknown logger 'mlflow'; registered: console, csv, .*tensorboard, wandb"):
         build_trainer({"algorithm": "ppo", "total_timesteps": 10, "logger": "mlflow"})
 
 

@@ -37,7 +37,7 @@ from rlox.config import ConfigBase
 from rlox.envs import env_label
 from rlox.optim import adam  # noqa: F401  (re-exported: the one Adam factory)
 
-__all__ = ["Algorithm", "adam", "to_torch_tree", "to_numpy_tree", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
+__all__ = ["Algorithm", "adam", "to_torch_tree", "to_numpy_tree", "mean_loss_metrics", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_FORMAT = "rlox-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -86,6 +86,16 @@ def to_numpy_tree(obj: Any) -> Any:
     if isinstance(obj, list):
         return [to_numpy_tree(v) for v in obj]
     return obj
+
+
+def mean_loss_metrics(steps: list[torch.Tensor], names: Sequence[str]) -> dict[str, float]:
+    """Means over an iteration's gradient steps of their stacked metric tensors (each ``[len(names)]``,
+    detached), as ``loss/<name>``, with one device sync; NaN entries are skipped. Empties ``steps``."""
+    if not steps:
+        return {}
+    means = torch.stack(steps).float().nanmean(0).tolist()
+    steps.clear()
+    return {f"loss/{name}": float(v) for name, v in zip(names, means)}
 
 
 def _env_kwargs(env: Any) -> dict[str, Any] | None:
@@ -174,15 +184,28 @@ class Algorithm(abc.ABC):
     def _load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore ``_state_dict``'s parts (tensors as saved; ``to_numpy_tree`` for arrays)."""
 
+    # The single-env spaces: an algorithm that steps envs through ``self.collector`` reads them
+    # from it; one without a collector (IMPALA, DreamerV3, offline) sets ``self._obs_space`` and
+    # ``self._act_space`` in ``__init__``.
     @property
-    @abc.abstractmethod
     def observation_space(self) -> gym.Space:
         """The single-env observation space."""
+        return self._space("_obs_space", "observation_space")
 
     @property
-    @abc.abstractmethod
     def action_space(self) -> gym.Space:
         """The single-env action space."""
+        return self._space("_act_space", "action_space")
+
+    def _space(self, attr: str, name: str) -> gym.Space:
+        space = self.__dict__.get(attr)
+        if space is None:
+            collector = self.__dict__.get("collector")
+            if collector is None:
+                raise AttributeError(f"{type(self).__name__} has no {name}: it sets neither self.{attr} nor "
+                                     f"self.collector in __init__")
+            space = getattr(collector, name)
+        return space
 
     def obs_normalizer(self) -> Any:
         """The observation normaliser applied before the policy (None if there is none)."""

@@ -15,10 +15,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from rlox.algorithms.off_policy import make_adam
 from rlox.algorithms.offline import Batch, OfflineAlgorithm
 from rlox.config import BCConfig
 from rlox.networks import DeterministicPolicy, GaussianPolicy, mlp, linear_layers, relu_mlp_forward
+from rlox.optim import make_adam
 
 __all__ = ["BC", "bc_loss"]
 

@@ -27,11 +27,11 @@ from typing import Any, Mapping
 import torch
 import torch.nn.functional as F
 
-from rlox.algorithms.off_policy import make_adam, polyak_update
 from rlox.algorithms.offline import Batch, OfflineAlgorithm
 from rlox.algorithms.sac import soft_td_target
 from rlox.config import CQLConfig
 from rlox.networks import SimpleQNetwork, SquashedGaussianPolicy, TwinQNetwork
+from rlox.optim import make_adam, polyak_update
 
 __all__ = ["CQL", "cql_penalty", "discrete_cql_penalty"]
 

@@ -211,14 +211,6 @@ class DreamerV3(Algorithm):
             return nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
 
-    @property
-    def observation_space(self) -> gym.Space:
-        return self._obs_space
-
-    @property
-    def action_space(self) -> gym.Space:
-        return self._act_space
-
     # ------------------------------------------------------------------ acting
     def _obs_tensor(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
         """Env observations ``[N, *obs]`` -> model input (images channel-first; dtype kept)."""

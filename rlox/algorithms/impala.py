@@ -702,15 +702,7 @@ class IMPALA(Algorithm):
         self.actor_nodes: list[str] = []
         self.trajectories_per_batch = cfg.batch_size // (cfg.unroll_length * cfg.envs_per_actor)
 
-    # ------------------------------------------------------------------ spaces and inference
-    @property
-    def observation_space(self) -> gym.Space:
-        return self._obs_space
-
-    @property
-    def action_space(self) -> gym.Space:
-        return self._act_space
-
+    # ------------------------------------------------------------------ inference (spaces: Algorithm)
     def _predict(self, obs: torch.Tensor, deterministic: bool) -> np.ndarray:
         return OnPolicyAlgorithm._predict(self, obs, deterministic)
 

@@ -19,10 +19,10 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from rlox.algorithms.off_policy import make_adam, polyak_update
 from rlox.algorithms.offline import Batch, OfflineAlgorithm
 from rlox.config import IQLConfig
 from rlox.networks import GaussianPolicy, TwinQNetwork, mlp
+from rlox.optim import make_adam, polyak_update
 
 __all__ = ["IQL", "expectile_loss", "iql_actor_loss"]
 

@@ -31,16 +31,16 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlox.algorithms.base import Algorithm, to_numpy_tree
+from rlox.algorithms.base import Algorithm, mean_loss_metrics, to_numpy_tree
 from rlox.checkpointing import CheckpointError
 from rlox.envs import env_label
 from rlox.errors import RloxWarning
 from rlox.exploration import Exploration
 from rlox.off_policy_collector import OffPolicyCollector
-from rlox.optim import FastAdam, clip_grad_norm, make_adam, polyak_update, set_learning_rate
+from rlox.optim import set_learning_rate
 
-__all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "FastAdam", "make_adam", "polyak_update", "clip_grad_norm",
-           "buffer_path"]
+# The optimiser helpers (make_adam, FastAdam, polyak_update, clip_grad_norm) live in rlox.optim.
+__all__ = ["OffPolicyAlgorithm", "OffPolicyWarning", "buffer_path"]
 
 
 class OffPolicyWarning(RloxWarning):
@@ -251,15 +251,7 @@ class OffPolicyAlgorithm(Algorithm):
         """A seed for sub-stream ``k`` derived from the algorithm's seed (independent streams)."""
         return int(np.random.SeedSequence([self.seed & 0xFFFFFFFFFFFFFFFF, k]).generate_state(1, np.uint64)[0] >> 1)
 
-    # ------------------------------------------------------------------ spaces and inference
-    @property
-    def observation_space(self) -> gym.Space:
-        return self.collector.observation_space
-
-    @property
-    def action_space(self) -> gym.Space:
-        return self.collector.action_space
-
+    # ------------------------------------------------------------------ inference (spaces: Algorithm)
     @property
     def n_envs(self) -> int:
         return self.collector.n_envs
@@ -359,11 +351,7 @@ class OffPolicyAlgorithm(Algorithm):
 
     def _flush_metrics(self) -> dict[str, float]:
         """Means of the iteration's per-step metric tensors (one sync), namespaced ``loss/``."""
-        if not self._metrics:
-            return {}
-        means = torch.stack(self._metrics).float().nanmean(0).tolist()
-        self._metrics.clear()
-        return {f"loss/{name}": float(v) for name, v in zip(self.metric_names, means)}
+        return mean_loss_metrics(self._metrics, self.metric_names)
 
     # ------------------------------------------------------------------ persistence
     def _state_dict(self) -> dict[str, Any]:

@@ -38,7 +38,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlox.algorithms.base import Algorithm
+from rlox.algorithms.base import Algorithm, mean_loss_metrics
 from rlox.envs import env_label
 from rlox.offline import OfflineDatasetBuffer, resolve_dataset
 
@@ -323,15 +323,7 @@ class OfflineAlgorithm(Algorithm):
         return Batch(obs, actions, torch.from_numpy(b["rewards"]).to(dev), next_obs,
                      1.0 - torch.from_numpy(b["terminated"]).to(dev))
 
-    # ------------------------------------------------------------------ spaces and inference
-    @property
-    def observation_space(self) -> gym.Space:
-        return self._obs_space
-
-    @property
-    def action_space(self) -> gym.Space:
-        return self._act_space
-
+    # ------------------------------------------------------------------ inference (spaces: Algorithm)
     def _predict(self, obs: torch.Tensor, deterministic: bool) -> np.ndarray:
         actions = self._policy_action(obs.reshape(obs.shape[0], -1), deterministic).cpu().numpy()
         if self.discrete:
@@ -383,11 +375,7 @@ class OfflineAlgorithm(Algorithm):
 
     def _flush_metrics(self) -> dict[str, float]:
         """Means of the iteration's per-step metric tensors (one sync), namespaced ``loss/``."""
-        if not self._metrics:
-            return {}
-        means = torch.stack(self._metrics).float().nanmean(0).tolist()
-        self._metrics.clear()
-        return {f"loss/{name}": float(v) for name, v in zip(self.metric_names, means)}
+        return mean_loss_metrics(self._metrics, self.metric_names)
 
     # ------------------------------------------------------------------ persistence
     def _state_dict(self) -> dict[str, Any]:

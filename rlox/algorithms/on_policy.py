@@ -76,15 +76,7 @@ class OnPolicyAlgorithm(Algorithm):
     def _update(self, batch: RolloutBatch) -> dict[str, Any]:
         """Learn from one rollout; return ``loss/...`` metrics."""
 
-    # ------------------------------------------------------------------ spaces and inference
-    @property
-    def observation_space(self) -> gym.Space:
-        return self.collector.observation_space
-
-    @property
-    def action_space(self) -> gym.Space:
-        return self.collector.action_space
-
+    # ------------------------------------------------------------------ inference (spaces: Algorithm)
     def obs_normalizer(self) -> Any:
         return self.collector.normalizer
 

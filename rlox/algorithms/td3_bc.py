@@ -18,11 +18,11 @@ import copy
 import torch
 import torch.nn.functional as F
 
-from rlox.algorithms.off_policy import make_adam, polyak_update
 from rlox.algorithms.offline import Batch, OfflineAlgorithm
 from rlox.algorithms.td3 import td3_target
 from rlox.config import TD3BCConfig
 from rlox.networks import DeterministicPolicy, TwinQNetwork
+from rlox.optim import make_adam, polyak_update
 
 __all__ = ["TD3BC", "td3_bc_actor_loss"]
 

@@ -31,6 +31,8 @@ from typing import Any, Sequence
 import gymnasium as gym
 import numpy as np
 
+from rlox.envs import env_label
+
 __all__ = ["MaskVelocity", "MaskVelocityVecEnv", "MaskedEnv", "VELOCITY_INDICES", "MASKED_ENVS",
            "CartPoleNoVel", "PendulumNoVel", "MountainCarNoVel", "MountainCarContinuousNoVel",
            "LunarLanderNoVel", "LunarLanderContinuousNoVel"]
@@ -72,8 +74,7 @@ class MaskVelocity(gym.ObservationWrapper):
         space = env.observation_space
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise TypeError(f"MaskVelocity needs a flat Box observation space, got {space}")
-        env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
-        self.keep = _mask_for(env_id, space.shape[0], indices).astype(space.dtype)
+        self.keep = _mask_for(env_label(env), space.shape[0], indices).astype(space.dtype)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         return observation * self.keep
