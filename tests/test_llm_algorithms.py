@@ -454,3 +454,11 @@ def test_builtin_rewards():
     assert fmt(["7", " 12\nbecause", "3 + 4"]) == [1.0, 1.0, 0.0]
     with pytest.raises(ValueError, match="exact_answer needs an 'answer' column"):
         exact(["7"])
+
+
+@pytest.mark.parametrize("name", ["grpo", "dpo", "online_dpo"])
+def test_trainer_refuses_llm_algorithms_with_a_pointer(name):
+    from rlox import Trainer
+
+    with pytest.raises(TypeError, match=r"post-trains a language model.*rlox\.algorithms\."):
+        Trainer(name, env="CartPole-v1")
