@@ -339,7 +339,7 @@ def learning_curves(seed, steps, group=8, max_new=6, lr=3e-3):
 
 
 # ====================================================================== main
-SECTIONS = ("equivalence", "speed", "smollm2", "split", "learning", "demo")
+SECTIONS = ("equivalence", "speed", "smollm2", "split", "learning", "demo", "demo_trl")
 
 
 def run_equivalence(out):
@@ -446,7 +446,13 @@ def run_demo(out):
     if not runs:
         raise SystemExit("section 'demo' needs RLOX_BENCH_DEMO_LOGS=label=path.jsonl[,...] from "
                          "examples/grpo_arithmetic.py --log")
-    out["demo"] = runs
+    keep = [r for r in out.get("demo", []) if r["label"] not in {r["label"] for r in runs}]
+    out["demo"] = keep + runs
+    plot_demo(out)
+
+
+def plot_demo(out):
+    runs = out["demo"]
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -468,6 +474,55 @@ def run_demo(out):
         out["demo_plot"] = "llm_arithmetic_curve.png"
     except ImportError:
         out["demo_plot"] = None
+
+
+def run_demo_trl(out):
+    """TRL's GRPOTrainer on the arithmetic demo's task and settings (examples/grpo_arithmetic.py):
+    SmolLM2-135M, 4 prompts x 4 completions of <= 16 tokens, dapo, lr 1e-5, no KL, temperature 1;
+    ``RLOX_BENCH_DEMO_STEPS`` steps (default 30). Its curve joins section 4."""
+    import importlib.util as iu
+
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig as TConfig, GRPOTrainer
+
+    from rlox.llm import load_smollm2
+    from rlox.rewards import exact_answer, number_format
+
+    spec = iu.spec_from_file_location("grpo_arithmetic", HERE.parent / "examples" / "grpo_arithmetic.py")
+    ex = iu.module_from_spec(spec)
+    spec.loader.exec_module(ex)
+    steps = int(os.environ.get("RLOX_BENCH_DEMO_STEPS", "30"))
+    model, tok = load_smollm2()
+    rows = ex.make_prompts(tok, 512, 0)
+    ds = Dataset.from_dict({"prompt": [r["prompt"] for r in rows], "answer": [r["answer"] for r in rows]})
+    rec = []
+    t_last = [time.perf_counter()]
+
+    class Rec(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kw):
+            if logs and "reward" in logs:
+                now = time.perf_counter()
+                rec.append({"reward_mean": logs["reward"], "reward/exact_answer": logs.get("rewards/exact_answer/mean"),
+                            "reward/number_format": logs.get("rewards/number_format/mean"),
+                            "time_step": now - t_last[0]})
+                t_last[0] = now
+                print(f"TRL step {len(rec)} reward {logs['reward']:.3f}", flush=True)
+
+    args = TConfig(output_dir=tempfile.mkdtemp(), report_to="none", use_cpu=True, bf16=False, num_generations=4,
+                   per_device_train_batch_size=16, max_completion_length=16, beta=0.0, loss_type="dapo",
+                   learning_rate=1e-5, max_steps=steps, logging_steps=1, save_strategy="no", seed=0,
+                   lr_scheduler_type="constant", warmup_steps=0, temperature=1.0, top_k=0, disable_tqdm=True,
+                   reward_weights=[1.0, 0.2])
+    tr = GRPOTrainer(model=model, reward_funcs=[exact_answer, number_format], args=args, train_dataset=ds,
+                     processing_class=tok, callbacks=[Rec()])
+    tr.train()
+    runs = [r for r in out.get("demo", []) if r["label"] != "TRL"]
+    runs.append({"label": "TRL", "reward": [r["reward_mean"] for r in rec],
+                 "exact": [r["reward/exact_answer"] for r in rec], "format": [r["reward/number_format"] for r in rec],
+                 "step_s": [r["time_step"] for r in rec], "args": f"(GRPOTrainer, same settings, {steps} steps)"})
+    out["demo"] = runs
+    plot_demo(out)
 
 
 def render(out) -> list[str]:
@@ -589,6 +644,8 @@ def main() -> int:
             run_learning(out)
         elif name == "demo":
             run_demo(out)
+        elif name == "demo_trl":
+            run_demo_trl(out)
         path.write_text(json.dumps(out, indent=1))      # after each section: a later failure keeps it
     lines = render(out)
     (RESULTS / "llm_algos.md").write_text("\n".join(lines) + "\n")
