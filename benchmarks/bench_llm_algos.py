@@ -479,7 +479,8 @@ def plot_demo(out):
 def run_demo_trl(out):
     """TRL's GRPOTrainer on the arithmetic demo's task and settings (examples/grpo_arithmetic.py):
     SmolLM2-135M, 4 prompts x 4 completions of <= 16 tokens, dapo, lr 1e-5, no KL, temperature 1;
-    ``RLOX_BENCH_DEMO_STEPS`` steps (default 30). Its curve joins section 4."""
+    ``RLOX_BENCH_DEMO_STEPS`` steps (default 30). Its curve joins section 4 (and, with
+    ``RLOX_BENCH_DEMO_TRL_LOG``, is written there step by step, in the format ``demo`` reads)."""
     import importlib.util as iu
 
     from datasets import Dataset
@@ -493,6 +494,7 @@ def run_demo_trl(out):
     ex = iu.module_from_spec(spec)
     spec.loader.exec_module(ex)
     steps = int(os.environ.get("RLOX_BENCH_DEMO_STEPS", "30"))
+    log_path = os.environ.get("RLOX_BENCH_DEMO_TRL_LOG")      # optional JSON lines, one per step
     model, tok = load_smollm2()
     rows = ex.make_prompts(tok, 512, 0)
     ds = Dataset.from_dict({"prompt": [r["prompt"] for r in rows], "answer": [r["answer"] for r in rows]})
@@ -508,6 +510,9 @@ def run_demo_trl(out):
                             "time_step": now - t_last[0]})
                 t_last[0] = now
                 print(f"TRL step {len(rec)} reward {logs['reward']:.3f}", flush=True)
+                if log_path:          # kept line by line: a run cut short still has its curve
+                    with open(log_path, "a") as f:
+                        f.write(json.dumps(rec[-1]) + "\n")
 
     args = TConfig(output_dir=tempfile.mkdtemp(), report_to="none", use_cpu=True, bf16=False, num_generations=4,
                    per_device_train_batch_size=16, max_completion_length=16, beta=0.0, loss_type="dapo",
