@@ -442,10 +442,12 @@ def run_demo(out):
         runs.append({"label": label, "reward": [r["reward_mean"] for r in rows],
                      "exact": [r.get("reward/exact_answer") for r in rows],
                      "format": [r.get("reward/number_format") for r in rows],
-                     "step_s": [r["time_step"] for r in rows], "args": os.environ.get("RLOX_BENCH_DEMO_ARGS", "")})
+                     "step_s": [r["time_step"] for r in rows]})
     if not runs:
         raise SystemExit("section 'demo' needs RLOX_BENCH_DEMO_LOGS=label=path.jsonl[,...] from "
                          "examples/grpo_arithmetic.py --log")
+    if os.environ.get("RLOX_BENCH_DEMO_NOTE"):
+        out["demo_note"] = os.environ["RLOX_BENCH_DEMO_NOTE"]
     keep = [r for r in out.get("demo", []) if r["label"] not in {r["label"] for r in runs}]
     out["demo"] = keep + runs
     plot_demo(out)
@@ -594,7 +596,7 @@ def render(out) -> list[str]:
             k = 10 if len(rw) >= 30 else 5
             blocks = [f"{i + 1}-{min(i + k, len(rw))}: {rw[i:i + k].mean():.2f}" for i in range(0, len(rw), k)]
             ex = np.asarray([x for x in r["exact"] if x is not None], dtype=float)
-            lines += [f"- {r['label']} {r['args']}: {len(rw)} steps, median {np.median(r['step_s']):.0f} s a step; "
+            lines += [f"- {r['label']}{' ' + r['args'] if r.get('args') else ''}: {len(rw)} steps, median {np.median(r['step_s']):.0f} s a step; "
                       f"mean reward by steps " + ", ".join(blocks) + (
                           f"; exact-answer rate first {k} steps {ex[:k].mean():.2f} -> last {k} "
                           f"{ex[-k:].mean():.2f}" if ex.size >= 2 * k else "")]
