@@ -449,7 +449,7 @@ def run_demo(out):
     if os.environ.get("RLOX_BENCH_DEMO_NOTE"):
         out["demo_note"] = os.environ["RLOX_BENCH_DEMO_NOTE"]
     keep = [r for r in out.get("demo", []) if r["label"] not in {r["label"] for r in runs}]
-    out["demo"] = keep + runs
+    out["demo"] = runs + keep
     plot_demo(out)
 
 
