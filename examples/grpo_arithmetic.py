@@ -7,10 +7,10 @@ The reward is TRL-style: ``exact_answer`` (1 when the last number in the complet
 plus 0.2 x ``number_format`` (the completion is just a number). The first run dequantizes the GGUF
 file and caches a ``save_pretrained`` copy (``rlox.llm.load_smollm2``); later runs load in a second.
 The mean reward per step is printed, and at the end the means of the first and last quarter of
-the steps. Recorded here (2-core machine shared with other jobs, seed 0, `--steps 15`): mean reward per
-step 0.25, 0.20, 0.03, 0.21, 0.26, 0.25, 0.21, 0.09, 0.23, 0.41, 0.58, 0.34, 0.21, 0.78, 0.46
-(first 3 steps 0.16 -> last 3 steps 0.48; one seed, noisy); a step took 9-10 s once the machine
-was quiet, up to 230 s while it was loaded (10 minutes in all).
+the steps. Recorded (benchmarks/results/llm_algos.md, section 4; 2-core machine shared with other
+jobs, seed 0, `--steps 60 --threads 1`, stopped after 50 steps, 48 minutes): the exact-answer rate
+by blocks of 10 steps 0.19, 0.45, 0.62, 0.78, 0.84; the format reward fell from 0.10 to 0 (the
+answers keep words around the number). A step took 25-90 s, depending on the machine's load.
 """
 from __future__ import annotations
 

@@ -553,6 +553,8 @@ class GRPOConfig(_LLMConfig, _SamplingConfig):
 
     group_size: int = _f(4, "completions sampled per prompt (num_generations)", ge=1)
     kl_coef: float = _f(0.1, "k3 KL penalty to the reference model (beta); 0 skips it", ge=0)
+    kl_bias_correction: bool = _f(True, "weight the k3 term by the ratio: unbiased reverse-KL gradient "
+                                        "(use_bias_correction_kl); False: DeepSeekMath's original loss")
     loss_type: Literal["grpo", "dr_grpo", "dapo", "bnpo"] = _f(
         "grpo", "token aggregation: per-sequence mean (grpo), batch token mean (bnpo, dapo), "
                 "tokens / (B * max_new_tokens) (dr_grpo)")

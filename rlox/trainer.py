@@ -95,6 +95,11 @@ class Trainer:
         if name is None:
             raise TypeError("Trainer needs an algorithm name, e.g. Trainer('ppo', env='CartPole-v1')")
         algo_cls = resolve_algorithm(name)
+        if getattr(algo_cls, "takes_env", True) is False:
+            raise TypeError(f"Trainer({name!r}) drives environment algorithms; {algo_cls.__name__} post-trains a "
+                            f"language model: use rlox.algorithms.{algo_cls.__name__}(model, ref_model, ...) with "
+                            f".train_step(batch) or .train(dataset, n_steps=...), or `python -m rlox llm "
+                            f"{name.lower()} --model PATH ...`")
         self.algorithm_name = name.lower()
         user = self._user_config(config)
         user.update(kwargs)

@@ -52,11 +52,11 @@ def tiny_tokenizer():
 
 
 # ====================================================================== losses vs hand computations
-def _hand_grpo(logp, old, ref, adv, mask, loss_type, eps, eps_high, beta, max_new):
+def _hand_grpo(logp, old, ref, adv, mask, loss_type, eps, eps_high, beta, max_new, correction=True):
     ratio = np.exp(logp - old)
     clipped = np.clip(ratio, 1 - eps, 1 + eps_high)
     per = -np.minimum(ratio * adv[:, None], clipped * adv[:, None])
-    per = per + beta * (np.exp(ref - logp) - (ref - logp) - 1)
+    per = per + beta * (np.exp(ref - logp) - (ref - logp) - 1) * (ratio if correction else 1.0)
     if loss_type == "grpo":
         return np.mean([(per[i] * mask[i]).sum() / mask[i].sum() for i in range(len(adv))])
     if loss_type in ("bnpo", "dapo"):
@@ -65,8 +65,8 @@ def _hand_grpo(logp, old, ref, adv, mask, loss_type, eps, eps_high, beta, max_ne
 
 
 @pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dapo", "dr_grpo"])
-@pytest.mark.parametrize("beta, eps_high", [(0.0, None), (0.04, 0.28)])
-def test_grpo_loss_matches_hand_computation(loss_type, beta, eps_high):
+@pytest.mark.parametrize("beta, eps_high, correction", [(0.0, None, True), (0.04, 0.28, True), (0.04, 0.28, False)])
+def test_grpo_loss_matches_hand_computation(loss_type, beta, eps_high, correction):
     rng = np.random.default_rng(0)
     logp = rng.normal(-2, 0.5, (3, 4))
     old = logp + rng.normal(0, 0.3, (3, 4))        # ratios well outside [0.8, 1.2] for some tokens
@@ -75,10 +75,37 @@ def test_grpo_loss_matches_hand_computation(loss_type, beta, eps_high):
     mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]], dtype=np.float64)
     t = lambda a: torch.tensor(a, dtype=torch.float64)  # noqa: E731
     loss, info = grpo_loss(t(logp), t(old), t(ref), t(adv), t(mask), loss_type=loss_type, epsilon=0.2,
-                           epsilon_high=eps_high, kl_coef=beta, max_new_tokens=6)
-    want = _hand_grpo(logp, old, ref, adv, mask, loss_type, 0.2, eps_high or 0.2, beta, 6)
+                           epsilon_high=eps_high, kl_coef=beta, max_new_tokens=6, kl_bias_correction=correction)
+    want = _hand_grpo(logp, old, ref, adv, mask, loss_type, 0.2, eps_high or 0.2, beta, 6, correction)
     assert float(loss) == pytest.approx(want, rel=1e-12)
     assert 0 < float(info["clip_fraction"]) < 1
+
+
+@pytest.mark.parametrize("correction", [True, False])
+def test_grpo_kl_gradient_in_expectation(correction):
+    """The KL term's gradient, averaged over tokens drawn from pi (exactly: weighted by pi over a
+    vocabulary of 6), is the reverse-KL gradient grad KL(pi || ref) with the ratio correction
+    (TRL's default) and the forward-KL gradient grad KL(ref || pi) without it."""
+    g = torch.Generator().manual_seed(0)
+    theta = torch.randn(6, generator=g, dtype=torch.float64, requires_grad=True)
+    ref = torch.log_softmax(torch.randn(6, generator=g, dtype=torch.float64), -1)
+    p = torch.softmax(theta, -1).detach()
+
+    def term_grad(v):
+        """grad of grpo_loss's KL term (kl_coef 1, no advantage) for the one-token completion v."""
+        logp = torch.log_softmax(theta, -1)[v].reshape(1, 1)
+        loss, _ = grpo_loss(logp, logp.detach(), ref[v].reshape(1, 1), torch.zeros(1),
+                            torch.ones(1, 1, dtype=torch.float64), loss_type="dapo", kl_coef=1.0,
+                            kl_bias_correction=correction)
+        return torch.autograd.grad(loss, theta)[0]
+
+    expected = sum(p[v] * term_grad(v) for v in range(6))        # E_{v ~ pi}[grad of the term]
+    logp = torch.log_softmax(theta, -1)
+    reverse = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), theta, retain_graph=True)[0]
+    forward = torch.autograd.grad((ref.exp() * (ref - logp)).sum(), theta)[0]
+    want, other = (reverse, forward) if correction else (forward, reverse)
+    assert torch.allclose(expected, want, atol=1e-12), (expected, want)
+    assert not torch.allclose(expected, other, atol=1e-3)
 
 
 def test_grpo_k3_in_torch_equals_the_kernel():
@@ -427,3 +454,11 @@ def test_builtin_rewards():
     assert fmt(["7", " 12\nbecause", "3 + 4"]) == [1.0, 1.0, 0.0]
     with pytest.raises(ValueError, match="exact_answer needs an 'answer' column"):
         exact(["7"])
+
+
+@pytest.mark.parametrize("name", ["grpo", "dpo", "online_dpo"])
+def test_trainer_refuses_llm_algorithms_with_a_pointer(name):
+    from rlox import Trainer
+
+    with pytest.raises(TypeError, match=r"post-trains a language model.*rlox\.algorithms\."):
+        Trainer(name, env="CartPole-v1")

@@ -8,8 +8,15 @@ every completion token carries its sequence's advantage in a clipped-ratio objec
 KL penalty to a frozen reference:
 
     ratio_t = pi(o_t | q, o_<t) / pi_old(o_t | q, o_<t)
-    loss_t  = -min(ratio_t * A, clip(ratio_t, 1 - eps, 1 + eps_high) * A) + beta * k3_t
+    loss_t  = -min(ratio_t * A, clip(ratio_t, 1 - eps, 1 + eps_high) * A) + beta * ratio_t * k3_t
     k3_t    = exp(ref_t - logp_t) - (ref_t - logp_t) - 1           (Schulman, 2020)
+
+The ``ratio_t`` on the KL term (``kl_bias_correction``, on by default as in TRL >= 1.x's
+``use_bias_correction_kl``; DeepSeek-V3.2) equals 1 on-policy, so the loss value is unchanged,
+but its gradient adds ``k3_t * grad logp_t``: the score-function term that makes the sampled
+gradient the unbiased gradient of the reverse KL(pi || pi_ref). Without it (DeepSeekMath's
+original loss) the expected gradient is that of the forward KL(pi_ref || pi); see
+benchmarks/results/llm_algos.md, section 1.
 
     grpo = GRPO(model=my_lm, ref_model=ref_lm, reward_fn=reward_function, group_size=4,
                 kl_coef=0.1, max_new_tokens=64)
@@ -36,7 +43,8 @@ __all__ = ["GRPO", "GRPOConfig", "grpo_loss"]
 def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Tensor | None,
               advantages: torch.Tensor, mask: torch.Tensor, *, loss_type: str = "grpo", epsilon: float = 0.2,
               epsilon_high: float | None = None, kl_coef: float = 0.0,
-              max_new_tokens: int | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+              max_new_tokens: int | None = None,
+              kl_bias_correction: bool = True) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The GRPO objective on ``[B, T]`` completion log-probs (TRL's formulas).
 
     Args:
@@ -45,6 +53,8 @@ def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Ten
         advantages: ``[B]``, one per completion. ``mask``: ``[B, T]``, 1 on completion tokens.
         loss_type: "grpo" (mean over each sequence's tokens, then over sequences), "bnpo" and
             "dapo" (mean over all tokens), "dr_grpo" (sum / (B * max_new_tokens)).
+        kl_bias_correction: multiply the k3 term by the (unclipped) ratio, TRL's
+            ``use_bias_correction_kl``: the same value on-policy, the unbiased reverse-KL gradient.
 
     Returns:
         the loss and detached diagnostics (``kl`` mean per token, ``clip_fraction``).
@@ -58,7 +68,9 @@ def grpo_loss(logps: torch.Tensor, old_logps: torch.Tensor, ref_logps: torch.Ten
     if kl_coef != 0.0:
         d = ref_logps - logps
         kl = torch.exp(d) - d - 1                                     # k3, Schulman (2020)
-        per_token = per_token + kl_coef * kl
+        # importance weight on the KL term (DeepSeek-V3.2; TRL's use_bias_correction_kl): the
+        # score-function term k3 * grad logp makes it the unbiased reverse-KL gradient
+        per_token = per_token + kl_coef * (kl * ratio if kl_bias_correction else kl)
     if loss_type == "grpo":
         loss = ((per_token * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
     elif loss_type in ("bnpo", "dapo"):
@@ -171,7 +183,7 @@ class GRPO(LLMAlgorithm):
                 old = b["old"] if b["old"] is not None else logps.detach()
                 loss, info = grpo_loss(logps, old, b["ref"], b["advantages"], mask, loss_type=cfg.loss_type,
                                        epsilon=cfg.epsilon, epsilon_high=cfg.epsilon_high, kl_coef=cfg.kl_coef,
-                                       max_new_tokens=cfg.max_new_tokens)
+                                       max_new_tokens=cfg.max_new_tokens, kl_bias_correction=cfg.kl_bias_correction)
                 self._backward(loss, 1.0 / len(batches))
                 losses.append(float(loss.detach()))
                 clips.append(float(info["clip_fraction"]))

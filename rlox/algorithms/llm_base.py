@@ -225,6 +225,7 @@ class LLMAlgorithm(abc.ABC):
     name: ClassVar[str] = ""
     config_class: ClassVar[type[ConfigBase]]
     needs_ref: ClassVar[bool] = True
+    takes_env: ClassVar[bool] = False        # trains a model on prompts, not in an env (rlox.Trainer refuses it)
 
     def __init__(self, model: Any, ref_model: Any = None, *, tokenizer: Any = None, peft_config: Any = None,
                  seed: int = 0, callbacks: Sequence[Any] | None = None, logger: Any = None, **config: Any) -> None:
