@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_offline.py                       # throughput + learning (~1 h, 1 core)
     .venv/bin/python benchmarks/bench_offline.py --only throughput --steps 300
-    .venv/bin/python benchmarks/bench_offline.py --only learning --seeds 5 --learn-steps 5000 --mujoco Hopper-v5
+    .venv/bin/python benchmarks/bench_offline.py --only learning --seeds 5 --learn-steps 4000 --mujoco Hopper-v5
 
 d3rlpy pins gymnasium 1.0.0, so it runs in a venv this script creates under
 ``benchmarks/.cache/offline/d3rlpy-venv`` (git-ignored; torch from the same local wheel), as one
@@ -209,6 +209,38 @@ def throughput(d3: D3rlpyWorker, steps: int, rounds: int) -> list[dict]:
 
 
 # ---------------------------------------------------------------------- learning
+def agent_path(dataset: Path) -> Path:
+    """Where the SAC agent behind a dataset is kept (for the behaviour row on the eval episodes)."""
+    return dataset.with_name(dataset.stem + "-agent.pt")
+
+
+def behaviour_score(env: str, dataset: Path, episodes: int) -> float | None:
+    """Normalised return of the policy that made ``dataset`` (with its 0.1 action noise) on the
+    evaluation episodes the learners get; None when its SAC agent was not kept."""
+    from rlox.evaluation import evaluate_policy
+    from rlox.offline import normalized_score, pendulum_swingup_policy
+
+    if dataset.name == "pendulum-expert.npz":
+        policy = pendulum_swingup_policy
+    elif agent_path(dataset).exists():
+        from rlox.algorithms import SAC
+
+        sac = SAC.load(str(agent_path(dataset)))
+        policy = lambda obs: sac.predict(obs, deterministic=True)   # noqa: E731
+    else:
+        return None
+    import gymnasium as gym
+
+    space = gym.make(env).action_space
+    rng = np.random.default_rng(0)
+
+    def noisy(obs):
+        a = np.asarray(policy(obs), np.float32).reshape(space.shape)
+        return np.clip(a + rng.normal(size=a.shape) * 0.1 * (space.high - space.low) / 2, space.low, space.high)
+
+    return float(normalized_score(env, evaluate_policy(noisy, env, n_episodes=episodes, seed=1000)["mean_reward"]))
+
+
 def make_datasets(sac_steps: int) -> dict[str, Path]:
     from rlox.offline import collect_dataset, pendulum_swingup_policy
 
@@ -223,6 +255,7 @@ def make_datasets(sac_steps: int) -> dict[str, Path]:
 
         sac = SAC("Pendulum-v1", seed=0)
         sac.train(total_timesteps=sac_steps)
+        sac.save(str(agent_path(medium)))
         collect_dataset(sac, "Pendulum-v1", 20_000, noise=0.1, seed=1, path=medium)
     out["medium"] = medium
     return out
@@ -241,6 +274,7 @@ def make_mujoco_dataset(env_id: str, sac_steps: int, n_transitions: int) -> Path
         sac = SAC(env_id, seed=0, learning_starts=5000)
         sac.train(total_timesteps=sac_steps)
         print(f"SAC on {env_id}: {sac_steps} env steps in {time.perf_counter() - t0:.0f} s", flush=True)
+        sac.save(str(agent_path(path)))
         collect_dataset(sac, env_id, n_transitions, noise=0.1, seed=1, path=path)
     return path
 
@@ -263,8 +297,9 @@ def load_runs() -> dict:
 
 def tasks(args) -> list[dict]:
     pend = make_datasets(args.sac_steps)
+    seeds = {"medium": args.seeds, "expert": args.expert_seeds or args.seeds}
     out = [dict(dataset=f"pendulum-{level}", env="Pendulum-v1", path=path, steps=args.learn_steps,
-                seeds=args.seeds, hidden=args.hidden) for level, path in pend.items()]
+                seeds=seeds[level], hidden=args.hidden) for level, path in sorted(pend.items(), reverse=True)]
     if args.mujoco:
         path = make_mujoco_dataset(args.mujoco, args.mujoco_sac_steps, args.mujoco_transitions)
         out.append(dict(dataset=f"{args.mujoco.split('-')[0].lower()}-medium", env=args.mujoco, path=path,
@@ -285,6 +320,7 @@ def learning(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, on_r
         env, steps, hidden = t["env"], t["steps"], t["hidden"]
         buf = OfflineDatasetBuffer.from_npz(t["path"])
         behaviour = float(normalized_score(env, buf.stats()["mean_return"]))
+        behaviour_eval = behaviour_score(env, t["path"], episodes)
         space = gym.make(env).action_space
         for name in algos:
             for seed in range(t["seeds"]):
@@ -312,8 +348,8 @@ def learning(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, on_r
                       f"({res['steps_per_s']:.0f} steps/s)", flush=True)
             mine = [runs[f"{t['dataset']}|{t['path'].name}|{name}|seed{s}|{steps}steps|h{hidden}|{episodes}ep"]
                     for s in range(t["seeds"])]
-            row = dict(dataset=t["dataset"], env=env, algo=name, behaviour=behaviour, seeds=t["seeds"], steps=steps,
-                       hidden=hidden)
+            row = dict(dataset=t["dataset"], env=env, algo=name, behaviour=behaviour, behaviour_eval=behaviour_eval,
+                       seeds=t["seeds"], steps=steps, hidden=hidden)
             for lib in ("rlox", "d3rlpy"):
                 row[lib], row[f"{lib}_lo"], row[f"{lib}_hi"] = iqm_ci([r[lib] for r in mine])
                 row[f"{lib}_scores"] = [r[lib] for r in mine]
@@ -355,12 +391,13 @@ def write(tp: list[dict], ln: list[dict], args) -> None:
                   "per seed (reset seeds 1000..), greedy policy; both libraries evaluated by "
                   "`rlox.evaluation.evaluate_policy` (d3rlpy's policy through its own TorchScript export, scalers "
                   "included).", "",
-                  "| dataset | algorithm | seeds | behaviour | rlox | d3rlpy | rlox >= d3rlpy | >= behaviour |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| dataset | algorithm | seeds | behaviour (data / eval) | rlox | d3rlpy | rlox >= d3rlpy | "
+                  ">= behaviour |", "|---|---|---|---|---|---|---|---|"]
         for r in ln:
             ge_peer = "yes" if r["rlox"] >= r["d3rlpy"] else ("within CI" if r["rlox_hi"] >= r["d3rlpy"] else "no")
             ge_beh = "yes" if r["rlox"] >= r["behaviour"] else ("within CI" if r["rlox_hi"] >= r["behaviour"] else "no")
-            lines.append(f"| {r['dataset']} | {r['algo']} | {r['seeds']} | {r['behaviour']:.1f} | {r['rlox']:.1f} "
+            beh = f"{r['behaviour']:.1f} / " + ("-" if r.get("behaviour_eval") is None else f"{r['behaviour_eval']:.1f}")
+            lines.append(f"| {r['dataset']} | {r['algo']} | {r['seeds']} | {beh} | {r['rlox']:.1f} "
                          f"[{r['rlox_lo']:.1f}, {r['rlox_hi']:.1f}] | {r['d3rlpy']:.1f} "
                          f"[{r['d3rlpy_lo']:.1f}, {r['d3rlpy_hi']:.1f}] | {ge_peer} | {ge_beh} |")
         lines += ["", "Scores: 0 = random, 100 = expert (`rlox.offline.REFERENCE_SCORES`: on Pendulum uniform random "
@@ -371,8 +408,9 @@ def write(tp: list[dict], ln: list[dict], args) -> None:
                   + (f"; {args.mujoco.split('-')[0].lower()}-medium = rlox SAC on {args.mujoco} after "
                      f"{args.mujoco_sac_steps} env steps, {args.mujoco_transitions // 1000}k transitions"
                      if args.mujoco else "") +
-                  "; all with 0.1 Gaussian action noise. *behaviour* = the dataset's mean episode return, "
-                  "normalised. Per-seed scores: `benchmarks/results/offline_runs.json`."]
+                  "; all with 0.1 Gaussian action noise. *behaviour*: *data* = the dataset's mean episode return, "
+                  "*eval* = the behaviour policy (with its noise) on the learners' evaluation episodes ('-' where "
+                  "its agent was not kept); *>= behaviour* compares with *data*. Per-seed scores: `benchmarks/results/offline_runs.json`."]
     lines += ["", "Notes: d3rlpy runs in one subprocess of its own venv (d3rlpy pins gymnasium 1.0.0) on the same "
               ".npz, interleaved with rlox, with the same widths, batch size, learning rates and algorithm "
               "hyperparameters (TD3+BC alpha 2.5 and standardised observations; IQL expectile 0.7, temperature "
@@ -389,15 +427,16 @@ def main() -> None:
     p.add_argument("--only", choices=("throughput", "learning"))
     p.add_argument("--steps", type=int, default=300, help="gradient steps per throughput run (CQL: a fifteenth)")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--learn-steps", type=int, default=5000, help="gradient steps per Pendulum learning run")
+    p.add_argument("--learn-steps", type=int, default=4000, help="gradient steps per Pendulum learning run")
     p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--expert-seeds", type=int, default=0, help="seeds on pendulum-expert (0: --seeds)")
     p.add_argument("--episodes", type=int, default=5)
     p.add_argument("--hidden", type=int, default=64, help="hidden width of the learning runs")
     p.add_argument("--sac-steps", type=int, default=3000, help="env steps of the SAC agent behind pendulum-medium")
     p.add_argument("--mujoco", default="Hopper-v5", help="MuJoCo env of the '<env>-medium' dataset ('' for none)")
     p.add_argument("--mujoco-sac-steps", type=int, default=40_000)
     p.add_argument("--mujoco-transitions", type=int, default=50_000)
-    p.add_argument("--mujoco-learn-steps", type=int, default=5000)
+    p.add_argument("--mujoco-learn-steps", type=int, default=3000)
     p.add_argument("--mujoco-seeds", type=int, default=3)
     p.add_argument("--algos", default="td3_bc,iql,bc", help="algorithms of the learning rows")
     args = p.parse_args()
