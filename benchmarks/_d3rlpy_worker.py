@@ -1,9 +1,12 @@
 """d3rlpy side of benchmarks/bench_offline.py; runs inside the bench's own venv (d3rlpy 2.8.1
-pins gymnasium 1.0.0). Reads a JSON job on argv[1], prints one JSON line of results.
+pins gymnasium 1.0.0). Reads a JSON job on argv[1] and prints one ``RESULT {json}`` line, or with
+``--serve`` reads one job per stdin line and answers each (one process for the whole bench, so
+d3rlpy is imported once).
 
 Job: {"mode": "throughput"|"learn", "algo": "td3_bc"|"iql"|"cql"|"bc", "npz": path, "steps": int,
-      "hidden": int, "batch_size": int, "seed": int, "env": id (learn), "episodes": int (learn),
-      "low": [...], "high": [...] (action bounds)}
+      "hidden": int, "batch_size": int, "seed": int, "low": [...], "high": [...] (action bounds),
+      "policy": path (learn: where the greedy policy is saved as TorchScript, observation and
+      action scalers included, so the bench evaluates it with the same episodes as rlox's)}
 """
 import json
 import sys
@@ -42,9 +45,7 @@ def make(job, low, high):
     return cfg.create(device="cpu:0")
 
 
-def main():
-    job = json.loads(sys.argv[1])
-    torch.set_num_threads(1)
+def run(job):
     import d3rlpy
     from d3rlpy.dataset import MDPDataset
     from d3rlpy.logging import NoopAdapterFactory
@@ -61,21 +62,18 @@ def main():
     elapsed = time.perf_counter() - t0
     out = {"steps_per_s": job["steps"] / elapsed, "seconds": elapsed, "d3rlpy": d3rlpy.__version__}
     if job["mode"] == "learn":
-        import gymnasium as gym
+        algo.save_policy(job["policy"])
+    return out
 
-        env = gym.make(job["env"])
-        returns = []
-        for ep in range(job["episodes"]):
-            obs, _ = env.reset(seed=1000 + ep)
-            done, total = False, 0.0
-            while not done:
-                a = algo.predict(np.asarray(obs, np.float32)[None])[0]
-                obs, r, term, trunc, _ = env.step(a)
-                total += float(r)
-                done = term or trunc
-            returns.append(total)
-        out["returns"] = returns
-    print("RESULT " + json.dumps(out))
+
+def main():
+    torch.set_num_threads(1)
+    if sys.argv[1] == "--serve":
+        for line in sys.stdin:
+            if line.strip():
+                print("RESULT " + json.dumps(run(json.loads(line))), flush=True)
+    else:
+        print("RESULT " + json.dumps(run(json.loads(sys.argv[1]))), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,25 +1,29 @@
 """Offline RL side by side: rlox's TD3+BC, IQL, CQL and BC against d3rlpy 2.8.1.
 
-    .venv/bin/python benchmarks/bench_offline.py                       # throughput + learning
+    .venv/bin/python benchmarks/bench_offline.py                       # throughput + learning (~1 h, 1 core)
     .venv/bin/python benchmarks/bench_offline.py --only throughput --steps 300
-    .venv/bin/python benchmarks/bench_offline.py --only learning --seeds 5 --learn-steps 20000
+    .venv/bin/python benchmarks/bench_offline.py --only learning --seeds 5 --learn-steps 4000 --mujoco Hopper-v5
 
 d3rlpy pins gymnasium 1.0.0, so it runs in a venv this script creates under
-``benchmarks/.cache/offline/d3rlpy-venv`` (git-ignored; torch from the same local wheel), called
-as a subprocess in the same invocation, contestants interleaved. Both sides use one torch thread,
-the same arrays (written once to an ``.npz`` in the cache), the same number of gradient steps,
-the same batch size, the same two-layer MLP widths and the same learning rates.
+``benchmarks/.cache/offline/d3rlpy-venv`` (git-ignored; torch from the same local wheel), as one
+long-lived subprocess of the same invocation, contestants interleaved. Both sides use one torch
+thread, the same arrays (written once to an ``.npz`` in the cache), the same number of gradient
+steps, the same batch size, the same two-layer MLP widths and the same learning rates.
 
 * Throughput: gradient steps per second on random arrays shaped like HalfCheetah (obs 17, act 6,
   100k transitions), batch 256, hidden 256 (d3rlpy's default widths), batch sampling included on
   both sides (rlox: the Cython buffer; d3rlpy: its own). CQL is Lagrangian on both sides
-  (d3rlpy's default ``alpha_threshold=10``; rlox ``target_action_gap=10``).
-* Learning: Pendulum-v1 datasets made with ``rlox.offline.collect_dataset``: ``expert`` (the
-  hand-written swing-up controller ``pendulum_swingup_policy`` with 0.1 action noise) and
-  ``medium`` (an rlox SAC agent trained for ``--sac-steps`` env steps, with 0.1 action noise);
-  each algorithm is trained for ``--learn-steps`` gradient steps per seed and evaluated over
-  ``--episodes`` episodes; the table gives D4RL normalised scores (``rlox.offline.normalized_score``)
-  as the IQM over seeds with the min-max range.
+  (d3rlpy's default ``alpha_threshold=10``; rlox ``target_action_gap=10``). Beside them, the
+  *matmul floor*: the steps/s of a step that ran nothing but its matrix products (``floor_spec``).
+* Learning: datasets made with ``rlox.offline.collect_dataset``: Pendulum-v1 ``expert`` (the
+  hand-written swing-up controller ``pendulum_swingup_policy``) and ``medium`` (an rlox SAC agent
+  after ``--sac-steps`` env steps), and ``<mujoco>-medium`` (rlox SAC on ``--mujoco`` after
+  ``--mujoco-sac-steps`` env steps), all with 0.1 action noise. Each algorithm is trained per seed
+  for the task's gradient-step budget, its greedy policy evaluated over ``--episodes`` episodes by
+  ``rlox.evaluation.evaluate_policy`` (d3rlpy's through its TorchScript export); the table gives
+  D4RL normalised scores (``rlox.offline.normalized_score``) as the IQM over seeds with a 95%
+  stratified-bootstrap CI (``rlox.evaluation``). Every finished run is stored in
+  ``results/offline_runs.json`` and skipped when the command is run again (resume).
 """
 from __future__ import annotations
 
@@ -55,13 +59,26 @@ def ensure_venv() -> Path:
     return py
 
 
-def run_d3rlpy(py: Path, job: dict) -> dict:
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    proc = subprocess.run([str(py), str(WORKER), json.dumps(job)], capture_output=True, text=True, env=env)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    raise RuntimeError(f"d3rlpy worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+class D3rlpyWorker:
+    """One long-lived d3rlpy process (``_d3rlpy_worker.py --serve``): jobs go in as JSON lines,
+    results come back as ``RESULT`` lines; d3rlpy and torch are imported once per bench."""
+
+    def __init__(self, py: Path) -> None:
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+        self.proc = subprocess.Popen([str(py), str(WORKER), "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def __call__(self, job: dict) -> dict:
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("RESULT "):
+                return json.loads(line[7:])
+        raise RuntimeError(f"d3rlpy worker failed ({self.proc.wait()}):\n{self.proc.stderr.read()[-3000:]}")
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
 def rlox_algo(name: str, dataset, hidden: int, batch: int, seed: int, env=None):
@@ -89,7 +106,76 @@ def rlox_steps_per_s(name, dataset, hidden, batch, steps, seed=0, env=None):
 
 
 # ---------------------------------------------------------------------- throughput
-def throughput(py: Path, steps: int, rounds: int) -> list[dict]:
+def mlp_dims(n_in: int, n_out: int, hidden: int) -> list[tuple[int, int]]:
+    return [(n_in, hidden), (hidden, hidden), (hidden, n_out)]
+
+
+def floor_spec(name: str, obs: int, act: int, hidden: int, batch: int, k: int = 10) -> list[tuple]:
+    """The matrix products of one gradient step: ``(n_in, n_out, rows, kind, share)`` per layer,
+    kind "fwd" (no grad), "train" (forward, weight gradient and, past the first layer, input
+    gradient), "through" (forward and input gradient only: a critic the actor differentiates
+    through); share is the fraction of steps that run it (TD3's delayed actor: 0.5)."""
+    actor, critic, value = mlp_dims(obs, act, hidden), mlp_dims(obs + act, 1, hidden), mlp_dims(obs, 1, hidden)
+    layers = []
+
+    def add(net, rows, kind, share=1.0, copies=1):
+        for i, (n_in, n_out) in enumerate(net):
+            layers.extend([(n_in, n_out, rows, kind if i or kind != "train" else "train0", share)] * copies)
+
+    if name == "td3_bc":       # target actor + 2 target critics; 2 critics; every 2nd step actor through Q1
+        add(actor, batch, "fwd"), add(critic, batch, "fwd", copies=2), add(critic, batch, "train", copies=2)
+        add(actor, batch, "train", 0.5), add(critic, batch, "through", 0.5)
+    elif name == "iql":        # 2 target critics + V(s'); V, 2 critics, actor
+        add(critic, batch, "fwd", copies=2), add(value, batch, "fwd"), add(value, batch, "train")
+        add(critic, batch, "train", copies=2), add(actor, batch, "train")
+    elif name == "bc":
+        add(actor, batch, "train")
+    elif name == "cql":        # SAC target; 2K policy samples; 2 critics on B + 3BK rows; actor through min Q
+        sac_actor = mlp_dims(obs, 2 * act, hidden)
+        add(sac_actor, batch, "fwd"), add(critic, batch, "fwd", copies=2), add(sac_actor, 2 * batch * k, "fwd")
+        add(critic, batch * (1 + 3 * k), "train", copies=2)
+        add(sac_actor, batch, "train"), add(critic, batch, "through", copies=2)
+    return layers
+
+
+def matmul_floor(name: str, obs: int, act: int, hidden: int, batch: int, seconds: float = 0.5) -> float:
+    """Steps/s if a gradient step were nothing but its matrix products (``floor_spec``), run back
+    to back with torch.mm on preallocated tensors on one thread: an upper bound for any library."""
+    ops = []
+    for n_in, n_out, rows, kind, share in floor_spec(name, obs, act, hidden, batch):
+        x, w, g = torch.randn(rows, n_in), torch.randn(n_out, n_in), torch.randn(rows, n_out)
+        todo = [(x, w.t())]                                              # forward
+        if kind in ("train", "train0"):
+            todo.append((g.t(), x))                                      # weight gradient
+        if kind in ("train", "through"):
+            todo.append((g, w))                                          # input gradient
+        ops.append((todo, share))
+    t0 = time.perf_counter()
+    for todo, _ in ops:
+        for a, b in todo:
+            torch.mm(a, b)
+    reps = max(2, int(seconds / (time.perf_counter() - t0)))
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            for todo, share in ops:
+                for a, b in todo:
+                    torch.mm(a, b)
+        full = time.perf_counter() - t0
+        # a half-shared layer runs every other step: subtract half its time
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            for todo, share in ops:
+                if share < 1.0:
+                    for a, b in todo:
+                        torch.mm(a, b)
+        half = (time.perf_counter() - t0) * 0.5
+        times.append((full - half) / reps)
+    return 1.0 / float(np.median(times))
+
+
+def throughput(d3: D3rlpyWorker, steps: int, rounds: int) -> list[dict]:
     from rlox.offline import OfflineDatasetBuffer
 
     n, obs_dim, act_dim = 100_000, 17, 6
@@ -105,22 +191,56 @@ def throughput(py: Path, steps: int, rounds: int) -> list[dict]:
     buf = OfflineDatasetBuffer.from_npz(path)
     rows = []
     for name in ALGOS:
-        s = steps if name != "cql" else max(steps // 5, 20)
-        ours, theirs = [], []
+        s = steps if name != "cql" else max(steps // 15, 10)   # CQL: ~30x the products
+        ours, theirs, floor = [], [], []
         for _ in range(rounds):   # interleaved
             ours.append(rlox_steps_per_s(name, buf, 256, 256, s)[0])
             job = dict(mode="throughput", algo=name, npz=str(path), steps=s, hidden=256, batch_size=256, seed=0,
                        low=[-1.0] * act_dim, high=[1.0] * act_dim)
-            theirs.append(run_d3rlpy(py, job)["steps_per_s"])
-        row = dict(algo=name, steps=s, rlox=float(np.median(ours)), d3rlpy=float(np.median(theirs)))
+            theirs.append(d3(job)["steps_per_s"])
+            floor.append(matmul_floor(name, obs_dim, act_dim, 256, 256))
+        row = dict(algo=name, steps=s, rlox=float(np.median(ours)), d3rlpy=float(np.median(theirs)),
+                   floor=float(np.median(floor)))
         row["ratio"] = row["rlox"] / row["d3rlpy"]
         print(f"throughput {name}: rlox {row['rlox']:.1f} steps/s, d3rlpy {row['d3rlpy']:.1f} steps/s, "
-              f"x{row['ratio']:.2f}", flush=True)
+              f"x{row['ratio']:.2f}; matmul floor {row['floor']:.1f} steps/s", flush=True)
         rows.append(row)
     return rows
 
 
 # ---------------------------------------------------------------------- learning
+def agent_path(dataset: Path) -> Path:
+    """Where the SAC agent behind a dataset is kept (for the behaviour row on the eval episodes)."""
+    return dataset.with_name(dataset.stem + "-agent.pt")
+
+
+def behaviour_score(env: str, dataset: Path, episodes: int) -> float | None:
+    """Normalised return of the policy that made ``dataset`` (with its 0.1 action noise) on the
+    evaluation episodes the learners get; None when its SAC agent was not kept."""
+    from rlox.evaluation import evaluate_policy
+    from rlox.offline import normalized_score, pendulum_swingup_policy
+
+    if dataset.name == "pendulum-expert.npz":
+        policy = pendulum_swingup_policy
+    elif agent_path(dataset).exists():
+        from rlox.algorithms import SAC
+
+        sac = SAC.load(str(agent_path(dataset)))
+        policy = lambda obs: sac.predict(obs, deterministic=True)   # noqa: E731
+    else:
+        return None
+    import gymnasium as gym
+
+    space = gym.make(env).action_space
+    rng = np.random.default_rng(0)
+
+    def noisy(obs):
+        a = np.asarray(policy(obs), np.float32).reshape(space.shape)
+        return np.clip(a + rng.normal(size=a.shape) * 0.1 * (space.high - space.low) / 2, space.low, space.high)
+
+    return float(normalized_score(env, evaluate_policy(noisy, env, n_episodes=episodes, seed=1000)["mean_reward"]))
+
+
 def make_datasets(sac_steps: int) -> dict[str, Path]:
     from rlox.offline import collect_dataset, pendulum_swingup_policy
 
@@ -135,41 +255,107 @@ def make_datasets(sac_steps: int) -> dict[str, Path]:
 
         sac = SAC("Pendulum-v1", seed=0)
         sac.train(total_timesteps=sac_steps)
+        sac.save(str(agent_path(medium)))
         collect_dataset(sac, "Pendulum-v1", 20_000, noise=0.1, seed=1, path=medium)
     out["medium"] = medium
     return out
 
 
-def iqm(x) -> float:
-    x = np.sort(np.asarray(x, dtype=np.float64))
-    k = len(x) // 4
-    return float(x[k:len(x) - k].mean()) if len(x) > 2 * k else float(x.mean())
+def make_mujoco_dataset(env_id: str, sac_steps: int, n_transitions: int) -> Path:
+    """``<env>-medium``: an rlox SAC agent trained for ``sac_steps`` env steps (a partly trained
+    agent, D4RL's "medium" recipe), rolled out for ``n_transitions`` steps with 0.1 action noise."""
+    from rlox.offline import collect_dataset
+
+    path = CACHE / f"{env_id.split('-')[0].lower()}-medium-sac{sac_steps}-{n_transitions // 1000}k.npz"
+    if not path.exists():
+        from rlox.algorithms import SAC
+
+        t0 = time.perf_counter()
+        sac = SAC(env_id, seed=0, learning_starts=5000)
+        sac.train(total_timesteps=sac_steps)
+        print(f"SAC on {env_id}: {sac_steps} env steps in {time.perf_counter() - t0:.0f} s", flush=True)
+        sac.save(str(agent_path(path)))
+        collect_dataset(sac, env_id, n_transitions, noise=0.1, seed=1, path=path)
+    return path
 
 
-def learning(py: Path, steps: int, seeds: int, episodes: int, sac_steps: int, hidden: int, algos,
-             on_row=None) -> list[dict]:
+def iqm_ci(x) -> tuple[float, float, float]:
+    """IQM of the seeds' scores and its 95% percentile bootstrap CI (rlox.evaluation)."""
+    from rlox.evaluation import interquartile_mean, stratified_bootstrap_ci
+
+    arr = np.asarray(x, dtype=np.float64)
+    lo, hi = stratified_bootstrap_ci(arr, n_bootstrap=5000, seed=0) if arr.size > 1 else (arr[0], arr[0])
+    return interquartile_mean(arr), float(lo), float(hi)
+
+
+RUNS = RESULTS / "offline_runs.json"   # every finished training run (both libraries), written as it ends
+
+
+def load_runs() -> dict:
+    return json.loads(RUNS.read_text()) if RUNS.exists() else {}
+
+
+def tasks(args) -> list[dict]:
+    pend = make_datasets(args.sac_steps)
+    seeds = {"medium": args.seeds, "expert": args.expert_seeds or args.seeds}
+    out = [dict(dataset=f"pendulum-{level}", env="Pendulum-v1", path=path, steps=args.learn_steps,
+                seeds=seeds[level], hidden=args.hidden) for level, path in sorted(pend.items(), reverse=True)]
+    if args.mujoco:
+        path = make_mujoco_dataset(args.mujoco, args.mujoco_sac_steps, args.mujoco_transitions)
+        out.append(dict(dataset=f"{args.mujoco.split('-')[0].lower()}-medium", env=args.mujoco, path=path,
+                        steps=args.mujoco_learn_steps, seeds=args.mujoco_seeds, hidden=args.hidden))
+    return out
+
+
+def learning(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, on_row=None) -> list[dict]:
+    """Per task, algorithm and seed: rlox, then d3rlpy, on the same .npz for the same number of
+    gradient steps, both greedy policies evaluated by ``rlox.evaluation.evaluate_policy`` over the
+    same episodes (reset seeds 1000..). Finished runs are kept in ``RUNS`` and not rerun."""
+    import gymnasium as gym
     from rlox.evaluation import evaluate_policy
     from rlox.offline import OfflineDatasetBuffer, normalized_score
 
-    rows = []
-    for level, path in make_datasets(sac_steps).items():
-        buf = OfflineDatasetBuffer.from_npz(path)
-        behaviour = normalized_score("Pendulum-v1", buf.stats()["mean_return"])
+    runs, rows = load_runs(), []
+    for t in task_list:
+        env, steps, hidden = t["env"], t["steps"], t["hidden"]
+        buf = OfflineDatasetBuffer.from_npz(t["path"])
+        behaviour = float(normalized_score(env, buf.stats()["mean_return"]))
+        behaviour_eval = behaviour_score(env, t["path"], episodes)
+        space = gym.make(env).action_space
         for name in algos:
-            ours, theirs = [], []
-            for seed in range(seeds):
-                _, algo = rlox_steps_per_s(name, buf, hidden, 256, steps, seed=seed, env="Pendulum-v1")
-                r = evaluate_policy(algo, "Pendulum-v1", n_episodes=episodes, seed=1000)["mean_reward"]
-                ours.append(normalized_score("Pendulum-v1", r))
-                job = dict(mode="learn", algo=name, npz=str(path), steps=steps, hidden=hidden, batch_size=256,
-                           seed=seed, env="Pendulum-v1", episodes=episodes, low=[-2.0], high=[2.0])
-                theirs.append(normalized_score("Pendulum-v1", float(np.mean(run_d3rlpy(py, job)["returns"]))))
-            row = dict(dataset=f"pendulum-{level}", algo=name, behaviour=behaviour, seeds=seeds, steps=steps,
-                       rlox=iqm(ours), rlox_range=[min(ours), max(ours)], d3rlpy=iqm(theirs),
-                       d3rlpy_range=[min(theirs), max(theirs)])
-            print(f"learning pendulum-{level} {name}: rlox {row['rlox']:.1f} [{min(ours):.1f}, {max(ours):.1f}], "
-                  f"d3rlpy {row['d3rlpy']:.1f} [{min(theirs):.1f}, {max(theirs):.1f}], behaviour {behaviour:.1f}",
-                  flush=True)
+            for seed in range(t["seeds"]):
+                key = f"{t['dataset']}|{t['path'].name}|{name}|seed{seed}|{steps}steps|h{hidden}|{episodes}ep"
+                if key in runs:
+                    continue
+                sps, algo = rlox_steps_per_s(name, buf, hidden, 256, seed=seed, steps=steps, env=env)
+                ours = evaluate_policy(algo, env, n_episodes=episodes, seed=1000)["mean_reward"]
+                policy = CACHE / "d3rlpy-policy.pt"
+                job = dict(mode="learn", algo=name, npz=str(t["path"]), steps=steps, hidden=hidden, batch_size=256,
+                           seed=seed, low=space.low.tolist(), high=space.high.tolist(), policy=str(policy))
+                res = d3(job)
+                pol = torch.jit.load(str(policy))
+
+                def act(obs, pol=pol):
+                    with torch.no_grad():
+                        return pol(torch.as_tensor(np.asarray(obs, np.float32))[None])[0].numpy()
+
+                theirs = evaluate_policy(act, env, n_episodes=episodes, seed=1000)["mean_reward"]
+                runs[key] = dict(rlox=float(normalized_score(env, ours)), d3rlpy=float(normalized_score(env, theirs)),
+                                 rlox_return=float(ours), d3rlpy_return=float(theirs), rlox_sps=sps,
+                                 d3rlpy_sps=res["steps_per_s"])
+                RUNS.write_text(json.dumps(runs, indent=1))
+                print(f"  {key}: rlox {runs[key]['rlox']:.1f} ({sps:.0f} steps/s), d3rlpy {runs[key]['d3rlpy']:.1f} "
+                      f"({res['steps_per_s']:.0f} steps/s)", flush=True)
+            mine = [runs[f"{t['dataset']}|{t['path'].name}|{name}|seed{s}|{steps}steps|h{hidden}|{episodes}ep"]
+                    for s in range(t["seeds"])]
+            row = dict(dataset=t["dataset"], env=env, algo=name, behaviour=behaviour, behaviour_eval=behaviour_eval,
+                       seeds=t["seeds"], steps=steps, hidden=hidden)
+            for lib in ("rlox", "d3rlpy"):
+                row[lib], row[f"{lib}_lo"], row[f"{lib}_hi"] = iqm_ci([r[lib] for r in mine])
+                row[f"{lib}_scores"] = [r[lib] for r in mine]
+            print(f"learning {t['dataset']} {name}: rlox {row['rlox']:.1f} [{row['rlox_lo']:.1f}, {row['rlox_hi']:.1f}], "
+                  f"d3rlpy {row['d3rlpy']:.1f} [{row['d3rlpy_lo']:.1f}, {row['d3rlpy_hi']:.1f}], "
+                  f"behaviour {behaviour:.1f}", flush=True)
             rows.append(row)
             if on_row is not None:   # the table so far, so a long run that is stopped keeps its rows
                 on_row(rows)
@@ -180,67 +366,91 @@ def write(tp: list[dict], ln: list[dict], args) -> None:
     RESULTS.mkdir(exist_ok=True)
     load = os.getloadavg()
     lines = ["# Offline RL: rlox vs d3rlpy 2.8.1", "",
-             f"Last command: `{' '.join(['benchmarks/bench_offline.py', *sys.argv[1:]])}` on {platform.processor() or platform.machine()}, "
-             f"{os.cpu_count()} cores, load average {load[0]:.1f} at the end (a shared, loaded machine: ratios are "
-             f"more telling than absolute figures). One torch thread on both sides; torch {torch.__version__}.", ""]
+             f"Command: `{' '.join(['.venv/bin/python benchmarks/bench_offline.py', *sys.argv[1:]])}` on "
+             f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs "
+             f"(load average {load[0]:.1f} at the end: ratios are more telling than absolute figures). One torch "
+             f"thread on both sides; torch {torch.__version__}.", ""]
     if tp:
         lines += ["## Throughput (gradient steps/s; obs 17, act 6, batch 256, hidden 256-256, sampling included)", "",
-                  "| algorithm | steps | rlox | d3rlpy | rlox / d3rlpy |", "|---|---|---|---|---|"]
-        lines += [f"| {r['algo']} | {r['steps']} | {r['rlox']:.1f} | {r['d3rlpy']:.1f} | {r['ratio']:.2f}x |" for r in tp]
-        lines += ["", f"Median of {args.rounds} interleaved rounds each."]
+                  "| algorithm | steps | rlox | d3rlpy | rlox / d3rlpy | matmul floor | rlox / floor | d3rlpy / floor |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['algo']} | {r['steps']} | {r['rlox']:.1f} | {r['d3rlpy']:.1f} | {r['ratio']:.2f}x | "
+                  f"{r['floor']:.1f} | {r['rlox'] / r['floor']:.0%} | {r['d3rlpy'] / r['floor']:.0%} |"
+                  for r in tp if "floor" in r]
+        lines += ["", f"Median of {args.rounds} interleaved rounds each. *matmul floor*: the steps/s a gradient step "
+                  "would reach if it were nothing but its matrix products (forward, weight and input gradients of "
+                  "every layer the step runs, `floor_spec` in the script) issued back to back with `torch.mm` on "
+                  "preallocated tensors, one thread: no elementwise ops, no optimiser, no sampling. A library at "
+                  "100% of it would be bound by the products alone; a 3x lead over a peer is only possible while "
+                  "the peer sits below a third of it."]
     if ln:
-        lines += ["", f"## Learning: D4RL normalised score on Pendulum-v1 (IQM over seeds [min, max]; "
-                  f"{ln[0]['steps']} gradient steps, hidden {args.hidden}-{args.hidden}, batch 256, "
-                  f"{args.episodes} evaluation episodes per seed)", "",
-                  "| dataset | algorithm | seeds | behaviour | rlox | d3rlpy |", "|---|---|---|---|---|---|"]
-        lines += [f"| {r['dataset']} | {r['algo']} | {r['seeds']} | {r['behaviour']:.1f} | {r['rlox']:.1f} "
-                  f"[{r['rlox_range'][0]:.1f}, {r['rlox_range'][1]:.1f}] | {r['d3rlpy']:.1f} "
-                  f"[{r['d3rlpy_range'][0]:.1f}, {r['d3rlpy_range'][1]:.1f}] |" for r in ln]
-        lines += ["", "Scores: 0 = uniform random actions, 100 = the swing-up controller (rlox.offline.REFERENCE_SCORES); "
-                  f"medium = rlox SAC after {args.sac_steps} env steps, both datasets 20k transitions with 0.1 action noise."]
-    lines += ["", "Notes: d3rlpy runs as a subprocess of its own venv on the same .npz, interleaved with rlox; "
-              "its CQL is Lagrangian by default, so rlox's CQL runs with target_action_gap=10 to do the same work. "
-              "On one thread every algorithm is dominated by the 256x256 matrix products, which both sides run "
-              "through the same torch build, so the ratios measure each library's overhead around them. "
-              "With few seeds and short budgets the learning rows are single draws, not the IQM of 5 seeds "
-              "over a full budget; rerun with --seeds 5 --learn-steps 20000 on an idle machine for that."]
+        budgets = sorted({(r["dataset"], r["steps"], r["seeds"]) for r in ln})
+        lines += ["", "## Learning: D4RL normalised score (IQM over seeds, [95% bootstrap CI])", "",
+                  "Budgets: " + "; ".join(f"{d}: {st} gradient steps x {se} seeds" for d, st, se in budgets) +
+                  f". Hidden {ln[0]['hidden']}-{ln[0]['hidden']}, batch 256, {args.episodes} evaluation episodes "
+                  "per seed (reset seeds 1000..), greedy policy; both libraries evaluated by "
+                  "`rlox.evaluation.evaluate_policy` (d3rlpy's policy through its own TorchScript export, scalers "
+                  "included).", "",
+                  "| dataset | algorithm | seeds | behaviour (data / eval) | rlox | d3rlpy | rlox >= d3rlpy | "
+                  ">= behaviour |", "|---|---|---|---|---|---|---|---|"]
+        for r in ln:
+            ge_peer = "yes" if r["rlox"] >= r["d3rlpy"] else ("within CI" if r["rlox_hi"] >= r["d3rlpy"] else "no")
+            ge_beh = "yes" if r["rlox"] >= r["behaviour"] else ("within CI" if r["rlox_hi"] >= r["behaviour"] else "no")
+            beh = f"{r['behaviour']:.1f} / " + ("-" if r.get("behaviour_eval") is None else f"{r['behaviour_eval']:.1f}")
+            lines.append(f"| {r['dataset']} | {r['algo']} | {r['seeds']} | {beh} | {r['rlox']:.1f} "
+                         f"[{r['rlox_lo']:.1f}, {r['rlox_hi']:.1f}] | {r['d3rlpy']:.1f} "
+                         f"[{r['d3rlpy_lo']:.1f}, {r['d3rlpy_hi']:.1f}] | {ge_peer} | {ge_beh} |")
+        lines += ["", "Scores: 0 = random, 100 = expert (`rlox.offline.REFERENCE_SCORES`: on Pendulum uniform random "
+                  "actions and the swing-up controller; on MuJoCo D4RL's references). Datasets (made by "
+                  "`rlox.offline.collect_dataset`, kept under `benchmarks/.cache/offline`, out of git): "
+                  f"pendulum-expert = the swing-up controller, pendulum-medium = rlox SAC after {args.sac_steps} env "
+                  "steps, 20k transitions each"
+                  + (f"; {args.mujoco.split('-')[0].lower()}-medium = rlox SAC on {args.mujoco} after "
+                     f"{args.mujoco_sac_steps} env steps, {args.mujoco_transitions // 1000}k transitions"
+                     if args.mujoco else "") +
+                  "; all with 0.1 Gaussian action noise. *behaviour*: *data* = the dataset's mean episode return, "
+                  "*eval* = the behaviour policy (with its noise) on the learners' evaluation episodes ('-' where "
+                  "its agent was not kept); *>= behaviour* compares with *data*. Per-seed scores: `benchmarks/results/offline_runs.json`."]
+    lines += ["", "Notes: d3rlpy runs in one subprocess of its own venv (d3rlpy pins gymnasium 1.0.0) on the same "
+              ".npz, interleaved with rlox, with the same widths, batch size, learning rates and algorithm "
+              "hyperparameters (TD3+BC alpha 2.5 and standardised observations; IQL expectile 0.7, temperature "
+              "3.0, max weight 100, standardised observations; BC deterministic MSE, lr 1e-3). Its CQL is "
+              "Lagrangian by default, so rlox's CQL runs with target_action_gap=10 in the throughput rows."]
     (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "offline.json").write_text(json.dumps({
-        "throughput": tp, "learning": ln, "argv": sys.argv[1:], "rounds": args.rounds,
-        "learning_args": {"hidden": args.hidden, "episodes": args.episodes, "sac_steps": args.sac_steps}}, indent=1))
-    print(f"wrote {RESULTS / 'offline.md'}")
+        "throughput": tp, "learning": ln, "argv": sys.argv[1:], "rounds": args.rounds}, indent=1))
+    print(f"wrote {RESULTS / 'offline.md'}", flush=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", choices=("throughput", "learning"))
-    p.add_argument("--steps", type=int, default=500, help="gradient steps per throughput run (CQL: a fifth)")
+    p.add_argument("--steps", type=int, default=300, help="gradient steps per throughput run (CQL: a fifteenth)")
     p.add_argument("--rounds", type=int, default=2)
-    p.add_argument("--learn-steps", type=int, default=3000)
-    p.add_argument("--seeds", type=int, default=2)
+    p.add_argument("--learn-steps", type=int, default=4000, help="gradient steps per Pendulum learning run")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--expert-seeds", type=int, default=0, help="seeds on pendulum-expert (0: --seeds)")
     p.add_argument("--episodes", type=int, default=5)
     p.add_argument("--hidden", type=int, default=64, help="hidden width of the learning runs")
-    p.add_argument("--sac-steps", type=int, default=3000, help="env steps of the SAC agent behind 'medium'")
-    p.add_argument("--algos", default=",".join(ALGOS))
+    p.add_argument("--sac-steps", type=int, default=3000, help="env steps of the SAC agent behind pendulum-medium")
+    p.add_argument("--mujoco", default="Hopper-v5", help="MuJoCo env of the '<env>-medium' dataset ('' for none)")
+    p.add_argument("--mujoco-sac-steps", type=int, default=40_000)
+    p.add_argument("--mujoco-transitions", type=int, default=50_000)
+    p.add_argument("--mujoco-learn-steps", type=int, default=3000)
+    p.add_argument("--mujoco-seeds", type=int, default=3)
+    p.add_argument("--algos", default="td3_bc,iql,bc", help="algorithms of the learning rows")
     args = p.parse_args()
     torch.set_num_threads(1)
     CACHE.mkdir(parents=True, exist_ok=True)
-    py = ensure_venv()
-    tp = throughput(py, args.steps, args.rounds) if args.only in (None, "throughput") else []
-    previous = RESULTS / "offline.json"
-    old_tp = json.loads(previous.read_text()).get("throughput", []) if previous.exists() else []
-    ln = (learning(py, args.learn_steps, args.seeds, args.episodes, args.sac_steps, args.hidden,
-                   args.algos.split(","), on_row=lambda rows: write(tp or old_tp, rows, args))
-          if args.only in (None, "learning") else [])
-    if args.only is not None and previous.exists():   # keep the other section of the last full run
-        old = json.loads(previous.read_text())
-        tp, ln = tp or old.get("throughput", []), ln or old.get("learning", [])
-        if args.only == "throughput":
-            args.hidden, args.episodes, args.sac_steps = (old.get("learning_args") or {}).get("hidden", args.hidden), \
-                (old.get("learning_args") or {}).get("episodes", args.episodes), \
-                (old.get("learning_args") or {}).get("sac_steps", args.sac_steps)
-        else:
-            args.rounds = old.get("rounds", args.rounds)
+    d3 = D3rlpyWorker(ensure_venv())
+    previous = json.loads((RESULTS / "offline.json").read_text()) if (RESULTS / "offline.json").exists() else {}
+    try:
+        tp = throughput(d3, args.steps, args.rounds) if args.only in (None, "throughput") else \
+            previous.get("throughput", [])
+        ln = learning(d3, tasks(args), args.algos.split(","), args.episodes, on_row=lambda rows: write(tp, rows, args)) \
+            if args.only in (None, "learning") else previous.get("learning", [])
+    finally:
+        d3.close()
     write(tp, ln, args)
 
 
