@@ -18,7 +18,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 __all__ = ["main", "build_parser"]
 

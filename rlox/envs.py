@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -436,7 +436,7 @@ def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, *, vec_env: str 
         if env_id in ENV_REGISTRY or not kwargs:
             try:
                 entry = ENV_REGISTRY.get(env_id)
-            except KeyError as exc:
+            except KeyError:
                 raise KeyError(_unknown_env_message(env_id)) from None
             if isinstance(entry, type) and issubclass(entry, _Native):
                 return VecEnv(n=n_envs, seed=seed, env_id=entry.env_id)

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from rlox.checkpointing import CheckpointError, atomic_path, atomic_write_text, safe_torch_load
+from rlox.checkpointing import CheckpointError, atomic_write_text, safe_torch_load
 
 __all__ = ["ModelCard", "ModelZoo", "ZooError", "default_zoo_dir", "CARD_FILE", "CHECKPOINT_FILE"]
 

@@ -15,7 +15,7 @@ and a checkpoint's optimiser state loads into a plain ``torch.optim.Adam``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import torch
 

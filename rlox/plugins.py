@@ -182,7 +182,7 @@ class Registry(Generic[T]):
         elif names:
             hint = "registered: " + ", ".join(names)
         else:
-            hint = f"none are registered (is rlox installed, e.g. `pip install -e .`?)"
+            hint = "none are registered (is rlox installed, e.g. `pip install -e .`?)"
         return f"unknown {self.kind} {name!r}; {hint}"
 
 

@@ -175,7 +175,7 @@ class GRPO(LLMAlgorithm):
                             if cfg.num_iterations > 1 else None)
             b["ref"] = (self.ref_logprobs(b["prompts"], b["completions"], temperature=cfg.temperature)
                         if cfg.kl_coef != 0.0 else None)
-        losses, clips, kls, steps = [], [], [], []
+        losses, clips, steps = [], [], []
         for _ in range(cfg.num_iterations):          # mu updates per generation batch
             for b in batches:
                 logps, mask = self.logprobs(self.model, b["prompts"], b["completions"], temperature=cfg.temperature)

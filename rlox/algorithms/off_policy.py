@@ -282,17 +282,17 @@ class OffPolicyAlgorithm(Algorithm):
                           f"the run's end at step {self._run_end}, so no gradient step will be taken; lower "
                           f"learning_starts or train for more steps", OffPolicyWarning, stacklevel=3)
 
+    def _on_vector_step(self) -> bool:
+        # Callbacks see the step counter move with every vector step.
+        self.num_timesteps += self.collector.n_envs
+        return self.callbacks.on_step()
+
     def _iteration(self) -> tuple[dict[str, Any], bool]:
         cfg = self.config
         n_envs = self.collector.n_envs
         target = min(self._run_end, self.num_timesteps + cfg.steps_per_iteration)
         keep_going = self.callbacks.on_rollout_start()
-        on_step = None
-        if self.callbacks.needs_step:
-            def on_step() -> bool:
-                # Callbacks see the step counter move with every vector step.
-                self.num_timesteps += n_envs
-                return self.callbacks.on_step()
+        on_step = self._on_vector_step if self.callbacks.needs_step else None
         t_env = t_learn = 0.0
         span = max(self._run_end - self._run_start, 1)
         while keep_going and self.num_timesteps < target:
