@@ -35,7 +35,7 @@ from rlox.callbacks import EvalCallback
 from rlox.checkpointing import atomic_path, atomic_write_text
 from rlox.logging import algo_env_label, run_metadata
 from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, INFERENCE_VERSION,
-                            NORMALIZER_FILE, AppendConstant, ArtifactError)
+                            NORMALIZER_FILE, AppendConstant, ArtifactError, ImageInput)
 
 __all__ = ["TrainingArtifacts", "describe_network", "export_inference", "LEARN_PHASES",
            "EVALUATIONS_FILE", "TIMINGS_FILE", "TRAINING_FILE"]
@@ -53,34 +53,73 @@ _ACTIVATIONS: dict[type, str] = {nn.Tanh: "tanh", nn.ReLU: "relu", nn.GELU: "gel
 
 
 def _flat_layers(module: nn.Module) -> list[nn.Module]:
+    """``module`` as a flat list of layers: ``nn.Sequential`` is unrolled, and so is any module
+    with an ``inference_layers()`` method (``rlox.cnn``'s extractors, ``SharedFeatures``)."""
     if isinstance(module, nn.Sequential):
         return [m for child in module for m in _flat_layers(child)]
+    unroll = getattr(module, "inference_layers", None)
+    if callable(unroll):
+        return [m for child in unroll() for m in _flat_layers(child)]
     return [module]
 
 
 def describe_network(name: str, module: nn.Module) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
     """(layer list for ``inference.yaml``, tensors keyed ``<name>.<i>.<param>``) of a
-    ``nn.Sequential`` of Linear / LayerNorm / Flatten / activation layers.
+    ``nn.Sequential`` of Linear / LayerNorm / Flatten / activation layers, and of CNNs
+    (Conv2d, MaxPool2d, ``rlox.inference.ImageInput``, residual blocks: modules with a
+    ``residual_body()`` method, described as ``x + body(x)``).
 
     Raises:
         ArtifactError: a layer type ``rlox.inference`` cannot rebuild.
     """
+    return _describe_layers(name, name, _flat_layers(module))
+
+
+def _pair(v: Any) -> list[int]:
+    return [int(x) for x in v] if isinstance(v, (tuple, list)) else [int(v), int(v)]
+
+
+def _describe_layers(name: str, prefix: str, modules: list[nn.Module]
+                     ) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
     layers: list[dict[str, Any]] = []
     tensors: dict[str, torch.Tensor] = {}
-    for i, m in enumerate(_flat_layers(module)):
+    for i, m in enumerate(modules):
+        key = f"{prefix}.{i}"
         if isinstance(m, nn.Linear):
             layers.append({"type": "linear", "in_features": m.in_features, "out_features": m.out_features,
                            "bias": m.bias is not None})
-            tensors[f"{name}.{i}.weight"] = m.weight
+            tensors[f"{key}.weight"] = m.weight
             if m.bias is not None:
-                tensors[f"{name}.{i}.bias"] = m.bias
+                tensors[f"{key}.bias"] = m.bias
+        elif isinstance(m, nn.Conv2d):
+            if m.padding_mode != "zeros" or isinstance(m.padding, str):
+                raise ArtifactError(f"network {name!r} layer {key} is a Conv2d with padding {m.padding!r} / "
+                                    f"padding_mode {m.padding_mode!r}; inference artifacts describe zero padding "
+                                    f"given as ints")
+            layers.append({"type": "conv2d", "in_channels": m.in_channels, "out_channels": m.out_channels,
+                           "kernel_size": _pair(m.kernel_size), "stride": _pair(m.stride),
+                           "padding": _pair(m.padding), "dilation": _pair(m.dilation), "groups": m.groups,
+                           "bias": m.bias is not None})
+            tensors[f"{key}.weight"] = m.weight
+            if m.bias is not None:
+                tensors[f"{key}.bias"] = m.bias
+        elif isinstance(m, nn.MaxPool2d):
+            layers.append({"type": "max_pool2d", "kernel_size": _pair(m.kernel_size),
+                           "stride": _pair(m.stride), "padding": _pair(m.padding),
+                           "dilation": _pair(m.dilation), "ceil_mode": bool(m.ceil_mode)})
+        elif isinstance(m, ImageInput):
+            layers.append({"type": "image_input", "obs_shape": list(m.obs_shape), "layout": m.layout})
+        elif callable(getattr(m, "residual_body", None)):
+            sub_layers, sub_tensors = _describe_layers(name, f"{key}.body", list(m.residual_body()))
+            layers.append({"type": "residual", "layers": sub_layers})
+            tensors.update(sub_tensors)
         elif isinstance(m, nn.LayerNorm):
             layers.append({"type": "layer_norm", "normalized_shape": list(m.normalized_shape), "eps": m.eps,
                            "elementwise_affine": m.elementwise_affine})
             if m.elementwise_affine:
-                tensors[f"{name}.{i}.weight"] = m.weight
+                tensors[f"{key}.weight"] = m.weight
                 if m.bias is not None:
-                    tensors[f"{name}.{i}.bias"] = m.bias
+                    tensors[f"{key}.bias"] = m.bias
         elif isinstance(m, nn.Flatten):
             layers.append({"type": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim})
         elif isinstance(m, AppendConstant):
@@ -97,8 +136,9 @@ def describe_network(name: str, module: nn.Module) -> tuple[list[dict[str, Any]]
                 layer["approximate"] = m.approximate
             layers.append(layer)
         else:
-            raise ArtifactError(f"network {name!r} layer {i} is a {type(m).__name__}, which inference artifacts "
-                                f"cannot describe; supported: Linear, LayerNorm, Flatten, AppendConstant and "
+            raise ArtifactError(f"network {name!r} layer {key.split('.', 1)[1]} is a {type(m).__name__}, which "
+                                f"inference artifacts cannot describe; supported: Linear, Conv2d, MaxPool2d, "
+                                f"LayerNorm, Flatten, AppendConstant, ImageInput, residual blocks and "
                                 f"{', '.join(sorted(t.__name__ for t in _ACTIVATIONS))}")
     return layers, tensors
 

@@ -23,54 +23,46 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlox.inference import ImageInput
+
 __all__ = ["NatureCNN", "ImpalaCNN", "CnnQNetwork", "make_feature_extractor", "FEATURE_EXTRACTORS",
            "check_image_policy"]
 
 FEATURE_EXTRACTORS = ("nature", "impala")
 
 
-def _image_shape(space: gym.Space) -> tuple[tuple[int, int, int], bool]:
-    """((C, H, W), channels_last) of an image space; ValueError otherwise."""
+def _image_input(space: gym.Space) -> ImageInput:
+    """The input layer (layout detection, uint8 scaling) for an image space; ValueError otherwise."""
     from rlox.wrappers.visual import image_layout
 
     layout = image_layout(space.shape) if isinstance(space, gym.spaces.Box) else None
     if layout is None:
         raise ValueError(f"a CNN feature extractor needs an image observation space ((C, H, W), (H, W, C) "
                          f"or (H, W)), got {space}")
-    s = tuple(int(d) for d in space.shape)
-    if layout == "hw":
-        return (1, s[0], s[1]), False
-    if layout == "hwc":
-        return (s[2], s[0], s[1]), True
-    return (s[0], s[1], s[2]), False
+    return ImageInput(space.shape, layout)
 
 
-class _ImageInput(nn.Module):
-    """[B, *obs] (uint8 or float 0..255) -> [B, C, H, W] float in [0, 1]."""
+class _Unrolled(nn.Module):
+    """An extractor that ``rlox.artifacts`` can write as a flat layer list (``inference_layers``)."""
 
-    def __init__(self, chw: tuple[int, int, int], channels_last: bool, gray_2d: bool,
-                 obs_shape: tuple[int, ...]) -> None:
-        super().__init__()
-        self.chw, self.channels_last, self.gray_2d = chw, channels_last, gray_2d
-        self.obs_shape = tuple(int(d) for d in obs_shape)
+    inp: ImageInput
+    conv: nn.Sequential
+    fc: nn.Sequential
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float().reshape(-1, *self.obs_shape)     # (flat [B, C*H*W] rows from a replay buffer too)
-        if self.gray_2d:
-            x = x.unsqueeze(-3)
-        elif self.channels_last:
-            x = x.movedim(-1, -3)
-        return x.reshape(-1, *self.chw) * (1.0 / 255.0)
+        return self.fc(self.conv(self.inp(obs)))
+
+    def inference_layers(self) -> list[nn.Module]:
+        return [self.inp, self.conv, self.fc]
 
 
-class NatureCNN(nn.Module):
+class NatureCNN(_Unrolled):
     """DQN's network body (Mnih et al., 2015): ``[B, *obs] -> [B, features_dim]``."""
 
     def __init__(self, observation_space: gym.Space, features_dim: int = 512) -> None:
         super().__init__()
-        chw, last = _image_shape(observation_space)
-        self.inp = _ImageInput(chw, last, len(observation_space.shape) == 2, observation_space.shape)
-        c, h, w = chw
+        self.inp = _image_input(observation_space)
+        c, h, w = self.inp.chw
         if min(h, w) < 36:
             raise ValueError(f"NatureCNN needs images of at least 36x36 pixels (its 8x8/4, 4x4/2, 3x3 "
                              f"convolutions), got {h}x{w}; use ImpalaCNN or resize with ImagePreprocess")
@@ -85,9 +77,6 @@ class NatureCNN(nn.Module):
                 nn.init.orthogonal_(m.weight, math.sqrt(2))
                 nn.init.zeros_(m.bias)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv(self.inp(obs)))
-
 
 class _Residual(nn.Module):
     def __init__(self, c: int) -> None:
@@ -98,16 +87,20 @@ class _Residual(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.conv1(torch.relu(self.conv0(torch.relu(x))))
 
+    def residual_body(self) -> list[nn.Module]:
+        """The same block as layers, for ``rlox.artifacts`` (``x + body(x)``)."""
+        return [nn.ReLU(), self.conv0, nn.ReLU(), self.conv1]
 
-class ImpalaCNN(nn.Module):
+
+class ImpalaCNN(_Unrolled):
     """IMPALA's residual network (Espeholt et al., 2018): ``[B, *obs] -> [B, features_dim]``."""
 
     def __init__(self, observation_space: gym.Space, features_dim: int = 256,
                  channels: Sequence[int] = (16, 32, 32)) -> None:
         super().__init__()
-        chw, last = _image_shape(observation_space)
-        self.inp = _ImageInput(chw, last, len(observation_space.shape) == 2, observation_space.shape)
-        c, h, w = chw
+        self.inp = _image_input(observation_space)
+        chw = self.inp.chw
+        c = chw[0]
         stages: list[nn.Module] = []
         for out in channels:
             stages += [nn.Conv2d(c, out, 3, padding=1), nn.MaxPool2d(3, 2, padding=1), _Residual(out), _Residual(out)]
@@ -117,9 +110,6 @@ class ImpalaCNN(nn.Module):
             n = self.conv(torch.zeros(1, *chw)).shape[1]
         self.fc = nn.Sequential(nn.Linear(n, features_dim), nn.ReLU())
         self.features_dim = int(features_dim)
-
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.conv(self.inp(obs)))
 
 
 def make_feature_extractor(observation_space: gym.Space, kind: Literal["nature", "impala"] = "nature"
@@ -143,6 +133,9 @@ class CnnQNetwork(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(obs))
+
+    def inference_layers(self) -> list[nn.Module]:
+        return [self.features, self.head]
 
 
 def check_image_policy(observation_space: gym.Space, features_extractor: str, algorithm: str) -> str | None:

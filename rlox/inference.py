@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 __all__ = ["InferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner", "ArtifactError", "AppendConstant",
-           "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS"]
+           "ImageInput", "Residual", "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS"]
 
 INFERENCE_FORMAT = "rlox-inference"
 INFERENCE_VERSION = 1
@@ -73,8 +73,92 @@ class AppendConstant(nn.Module):
         return torch.cat([x, self.values.to(x.dtype).expand(*x.shape[:-1], self.values.shape[0])], dim=-1)
 
 
+#: image layouts ``ImageInput`` accepts: channel-first, channel-last, one grey channel.
+IMAGE_LAYOUTS = ("chw", "hwc", "hw")
+
+
+class ImageInput(nn.Module):
+    """``[B, *obs]`` images (uint8, or floats holding the same 0..255 values; flat ``[B, C*H*W]``
+    rows too) -> ``[B, C, H, W]`` floats in [0, 1], the input of a CNN. ``layout`` is ``"chw"``,
+    ``"hwc"`` (permuted to channel-first) or ``"hw"`` (one channel). Layer type ``image_input``
+    in ``inference.yaml``, with ``obs_shape`` and ``layout``; ``rlox.cnn``'s extractors start with it."""
+
+    def __init__(self, obs_shape: Any, layout: str) -> None:
+        super().__init__()
+        shape = tuple(int(d) for d in obs_shape)
+        if layout not in IMAGE_LAYOUTS or len(shape) != len(layout) or min(shape, default=0) < 1:
+            raise ValueError(f"ImageInput needs a layout in {IMAGE_LAYOUTS} and an obs_shape of as many positive "
+                             f"sizes, got layout {layout!r} and obs_shape {obs_shape!r}")
+        self.obs_shape, self.layout = shape, layout
+        if layout == "hw":
+            self.chw = (1, shape[0], shape[1])
+        elif layout == "hwc":
+            self.chw = (shape[2], shape[0], shape[1])
+        else:
+            self.chw = shape
+
+    @property
+    def channels_last(self) -> bool:
+        return self.layout == "hwc"
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float().reshape(-1, *self.obs_shape)     # (flat [B, C*H*W] rows from a replay buffer too)
+        if self.layout == "hw":
+            x = x.unsqueeze(-3)
+        elif self.layout == "hwc":
+            x = x.movedim(-1, -3)
+        return x.reshape(-1, *self.chw) * (1.0 / 255.0)
+
+
+class Residual(nn.Module):
+    """``x + body(x)`` (a residual block, e.g. IMPALA's). Layer type ``residual`` in
+    ``inference.yaml``, whose ``layers`` list describes ``body``."""
+
+    def __init__(self, layers: Any) -> None:
+        super().__init__()
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.body(x)
+
+    def residual_body(self) -> list[nn.Module]:
+        return list(self.body)
+
+
+def _ints(layer: Mapping[str, Any], key: str, where: str, default: Any = None, n: int = 2) -> tuple[int, ...]:
+    value = layer.get(key, default)
+    values = [value] * n if isinstance(value, int) and not isinstance(value, bool) else value
+    if (not isinstance(values, (list, tuple)) or len(values) != n
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)):
+        raise ArtifactError(f"{where}: {layer.get('type')} needs {key!r} as {n} non-negative ints, got {value!r}")
+    return tuple(values)
+
+
 def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
     kind = layer.get("type")
+    if kind == "conv2d":
+        for key in ("in_channels", "out_channels"):
+            if not isinstance(layer.get(key), int) or layer[key] < 1:
+                raise ArtifactError(f"{where}: conv2d needs {key!r} as a positive int, got {layer.get(key)!r}")
+        return nn.Conv2d(int(layer["in_channels"]), int(layer["out_channels"]), _ints(layer, "kernel_size", where),
+                         stride=_ints(layer, "stride", where, 1), padding=_ints(layer, "padding", where, 0),
+                         dilation=_ints(layer, "dilation", where, 1), groups=int(layer.get("groups", 1)),
+                         bias=bool(layer.get("bias", True)))
+    if kind == "max_pool2d":
+        return nn.MaxPool2d(_ints(layer, "kernel_size", where), stride=_ints(layer, "stride", where),
+                            padding=_ints(layer, "padding", where, 0), dilation=_ints(layer, "dilation", where, 1),
+                            ceil_mode=bool(layer.get("ceil_mode", False)))
+    if kind == "image_input":
+        try:
+            return ImageInput(layer.get("obs_shape") or (), str(layer.get("layout")))
+        except (TypeError, ValueError) as exc:
+            raise ArtifactError(f"{where}: {exc}") from None
+    if kind == "residual":
+        body = layer.get("layers")
+        if not isinstance(body, list) or not body:
+            raise ArtifactError(f"{where}: residual needs 'layers', a non-empty list of layers, got {body!r}")
+        return Residual([_build_layer(sub if isinstance(sub, dict) else {}, f"{where} residual layer {j}")
+                         for j, sub in enumerate(body)])
     if kind == "linear":
         return nn.Linear(int(layer["in_features"]), int(layer["out_features"]), bias=bool(layer.get("bias", True)))
     if kind == "layer_norm":
@@ -98,7 +182,8 @@ def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
     if kind in simple:
         return simple[kind]()
     raise ArtifactError(f"{where}: unknown layer type {kind!r}; this version rebuilds linear, layer_norm, "
-                        f"flatten, append_constant and {', '.join(sorted(simple))}")
+                        f"flatten, append_constant, conv2d, max_pool2d, image_input, residual and "
+                        f"{', '.join(sorted(simple))}")
 
 
 def _read_yaml(path: Path, multi_agent: bool = False) -> dict[str, Any]:

@@ -99,6 +99,10 @@ class SharedFeatures(nn.Module):
     def _forget(self, grad: torch.Tensor) -> None:
         self._cache = None
 
+    def inference_layers(self) -> list[nn.Module]:
+        """The extractor itself, for ``rlox.artifacts`` (the cache is a training-time detail)."""
+        return [self.net]
+
 
 def _linear_head(features: SharedFeatures, out_dim: int, gain: float, ortho_init: bool) -> nn.Sequential:
     lin = nn.Linear(features.features_dim, out_dim)

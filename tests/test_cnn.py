@@ -170,3 +170,52 @@ def test_trainer_atari_ids_get_atari_wrapper_and_presets():
 
     with pytest.raises(ValueError, match="did you mean"):
         make_atari("ALE/Pongg-v5")
+
+
+@pytest.mark.parametrize("algo,env,kw", [
+    ("ppo", "RloxTestSquares-v0", {"features_extractor": "nature"}),
+    ("ppo", "RloxTestSquaresHWC-v0", {"features_extractor": "impala"}),
+    ("dqn", "RloxTestSquares-v0", {"learning_starts": 50, "buffer_size": 500}),
+])
+def test_cnn_policies_export_inference_artifacts(tmp_path, algo, env, kw):
+    """A CNN policy written by rlox.artifacts and rebuilt by rlox.inference (torch only) acts
+    exactly as the trained algorithm; the yaml carries conv2d / image_input (/ residual) layers."""
+    import yaml
+
+    from rlox import Trainer
+    from rlox.artifacts import export_inference
+    from rlox.inference import InferencePolicy
+
+    t = Trainer(algo, env=env, seed=0, **kw)
+    t.train(total_timesteps=96)
+    export_inference(t.algo, tmp_path)
+    spec = yaml.safe_load((tmp_path / "inference.yaml").read_text())
+    layers = next(iter(spec["policy"]["networks"].values()))
+    kinds = [layer["type"] for layer in layers]
+    assert kinds[0] == "image_input" and "conv2d" in kinds
+    if kw.get("features_extractor") == "impala":
+        assert kinds.count("residual") == 6 and kinds.count("max_pool2d") == 3
+    policy = InferencePolicy.load(tmp_path)
+    shape = t.algo.observation_space.shape
+    obs = np.random.default_rng(0).integers(0, 256, size=(16, *shape), dtype=np.uint8)
+    np.testing.assert_array_equal(policy.act(obs), np.asarray(t.predict(obs, deterministic=True)))
+    # The rebuilt network computes the trained one's outputs, not merely the same argmax.
+    x = torch.as_tensor(obs)
+    with torch.no_grad():
+        ours = (t.algo.q_net(x) if algo == "dqn" else t.algo.policy.actor(x)).numpy()
+        name = "q_values" if algo == "dqn" else "logits"
+        theirs = policy._outputs(torch.from_numpy(obs.astype(np.float32)), (name,))[name].numpy()
+    np.testing.assert_allclose(theirs, ours, rtol=1e-5, atol=1e-5)
+
+
+def test_inference_rejects_bad_cnn_layers(tmp_path):
+    from rlox.inference import ArtifactError, _build_layer
+
+    with pytest.raises(ArtifactError, match="conv2d needs 'kernel_size' as 2 non-negative ints"):
+        _build_layer({"type": "conv2d", "in_channels": 1, "out_channels": 2, "kernel_size": "3"}, "x")
+    with pytest.raises(ArtifactError, match="conv2d needs 'in_channels' as a positive int"):
+        _build_layer({"type": "conv2d", "in_channels": 0, "out_channels": 2, "kernel_size": 3}, "x")
+    with pytest.raises(ArtifactError, match="layout in"):
+        _build_layer({"type": "image_input", "obs_shape": [1, 36, 36], "layout": "cwh"}, "x")
+    with pytest.raises(ArtifactError, match="residual needs 'layers'"):
+        _build_layer({"type": "residual", "layers": []}, "x")

@@ -236,8 +236,8 @@ class DQN(OffPolicyAlgorithm):
         if isinstance(q_net, DuelingQNetwork):
             q_net = _dueling_as_sequential(q_net)
         seq = torch.nn.Sequential(*q_net.net) if isinstance(q_net, SimpleQNetwork) else q_net
-        if len(self.observation_space.shape or ()) > 1:
-            seq = torch.nn.Sequential(torch.nn.Flatten(), *seq)
+        if isinstance(seq, torch.nn.Sequential) and len(self.observation_space.shape or ()) > 1:
+            seq = torch.nn.Sequential(torch.nn.Flatten(), *seq)   # an MLP sees flattened observations
         return {"distribution": "greedy", "networks": {"q_net": seq}, "outputs": {"q_values": ["q_net"]}}
 
 

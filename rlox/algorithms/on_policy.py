@@ -95,7 +95,8 @@ class OnPolicyAlgorithm(Algorithm):
         actor = getattr(self.policy, "actor", None)
         if not isinstance(actor, torch.nn.Sequential):
             return None
-        if len(self.observation_space.shape or ()) > 1:  # the policy sees flattened observations
+        if getattr(self.policy, "features", None) is None and len(self.observation_space.shape or ()) > 1:
+            # an MLP policy sees flattened observations (a CNN's first layer takes the images)
             actor = torch.nn.Sequential(torch.nn.Flatten(), *actor)
         if getattr(self.policy, "discrete", False):
             return {"distribution": "categorical", "networks": {"actor": actor}, "outputs": {"logits": ["actor"]}}
