@@ -73,6 +73,43 @@ cdef inline object exact_array(object x, str name, int typenum):
     return cnp.PyArray_FROM_OTF(x, typenum, cnp.NPY_ARRAY_IN_ARRAY)
 
 
+cdef inline object output_array(object x, str name, int typenum, object shape, tuple inputs):
+    """x, a caller's preallocated output (``out=``), when it is a writeable ndarray of
+    ``typenum`` in native byte order, aligned, C-contiguous, of ``shape``, and shares no memory
+    with ``inputs`` (a kernel reads those while it writes x); else TypeError/ValueError saying
+    what to pass. Nothing is copied: the kernel writes into x."""
+    want = cnp.PyArray_DescrFromType(typenum)
+    if not cnp.PyArray_Check(x):
+        raise TypeError(f"{name} must be a NumPy array, got {type(x).__name__}; pass "
+                        f"np.empty({tuple(shape)}, dtype=np.{want})")
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    if cnp.PyArray_TYPE(a) != typenum or not cnp.PyArray_ISNOTSWAPPED(a):
+        raise TypeError(f"{name} has dtype {x.dtype}, expected native {want}; pass "
+                        f"np.empty({tuple(shape)}, dtype=np.{want})")
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{name} has shape {x.shape}, expected {tuple(shape)} (the inputs' shape)")
+    if not cnp.PyArray_ISCARRAY(a):
+        raise ValueError(f"{name} must be writeable, aligned and C-contiguous; pass a fresh "
+                         f"np.empty({tuple(shape)}, dtype=np.{want}) or np.ascontiguousarray of it")
+    import numpy as np
+    for other in inputs:
+        if np.may_share_memory(x, other):
+            raise ValueError(f"{name} shares memory with an input; the kernel reads the inputs while "
+                             f"it writes {name}: pass separate arrays")
+    return x
+
+
+cdef inline object outputs_pair(object out, object shape, int typenum, tuple inputs):
+    """``out=(a, b)`` checked by ``output_array`` (a and b distinct too), or None when out is None."""
+    if out is None:
+        return None
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"out must be a pair (advantages, returns) of arrays, got {type(out).__name__}")
+    a = output_array(out[0], "out[0] (advantages)", typenum, shape, inputs)
+    b = output_array(out[1], "out[1] (returns)", typenum, shape, inputs + (a,))
+    return (a, b)
+
+
 cdef inline intp_t positive_int(object value, str name) except -1:
     """value as an int >= 1 (Python or NumPy int; bool refused), else TypeError/ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, cnp.integer)):

