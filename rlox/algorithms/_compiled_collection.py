@@ -80,7 +80,8 @@ def compiled_collection_unsupported(algo: Any, *, auto: bool = True) -> str | No
 
 
 def _linear_pairs(net: torch.nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
-    return [(m.weight.detach().cpu().double().numpy(), m.bias.detach().cpu().double().numpy())
+    # float32 views (no copy on a CPU); CompiledPolicy.set_weights converts into its float64 layout.
+    return [(m.weight.detach().cpu().numpy(), m.bias.detach().cpu().numpy())
             for m in net if isinstance(m, torch.nn.Linear)]
 
 
