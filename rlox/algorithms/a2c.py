@@ -5,7 +5,8 @@ Reading order: config -> networks -> rollout -> advantages -> update.
 * config: ``rlox.config.A2CConfig`` (SB3's defaults: 5 steps per env, RMSprop with alpha 0.99
   and eps 1e-5, lr 7e-4, GAE lambda 1, i.e. n-step Monte Carlo returns).
 * networks: the same ``rlox.policies`` actor and critic as PPO.
-* rollout + advantages: ``RolloutCollector`` (truncation bootstrap, GAE in Cython).
+* rollout + advantages: the compiled rollout kernel where it runs (``compiled_collection``),
+  else ``RolloutCollector`` (truncation bootstrap, GAE in Cython): ``OnPolicyAlgorithm``.
 * update: one gradient step on the whole rollout: policy-gradient loss
   ``-(A * log pi(a|s)).mean()``, value loss ``0.5 * (R - V)^2`` (``vf_coef``), entropy bonus.
 

@@ -5,8 +5,8 @@ One iteration: the callbacks' ``on_rollout_start``; a rollout of ``n_steps`` per
 rollout kernel where it can run (``compiled_collection``, see
 ``rlox.algorithms._compiled_collection``: native env, default Tanh MLP policy, no gSDE,
 normalisation, wrappers or episode-bounded rollouts, CPU device) or else ``RolloutCollector``
-(torch forward pass, any env); ``on_rollout_end``; ``on_advantages(batch)``; the subclass's ``_update(batch)``
-(the only part that differs between the algorithms; it calls ``on_minibatch_loss`` /
+(torch forward pass, any env); ``on_rollout_end``; ``on_advantages(batch)``; the subclass's
+``_update(batch)`` (the only part that differs between the algorithms; it calls ``on_minibatch_loss`` /
 ``on_epoch_end`` where it has them); ``on_update_end``; metrics. Learning-rate annealing
 (``anneal_lr``) is applied here before each rollout, linearly from ``learning_rate`` to 0 over
 the ``train`` call's budget.
