@@ -237,3 +237,26 @@ def test_checkpoint_switched_to_torch_resumes_on_torch(tmp_path):
     loaded = PPO.load(tmp_path / "c.pt")
     assert not loaded.compiled_collection
     np.testing.assert_array_equal(loaded.collector._obs, algo.collector._obs)
+
+
+def test_checkpoints_from_before_compiled_collection_load_as_they_ran(tmp_path):
+    """A PPO checkpoint without the field collected with torch, and resumes with torch; a
+    HybridPPO one (kernel state, no field) resumes compiled."""
+    algo = PPO("CartPole-v1", seed=8, compiled_collection=False, **ALGOS[PPO])
+    algo.train(64)
+    algo.save(tmp_path / "new.pt")
+    ckpt = torch.load(tmp_path / "new.pt", weights_only=True)
+    del ckpt["config"]["compiled_collection"], ckpt["state"]["compiled_collection"]
+    torch.save(ckpt, tmp_path / "old.pt")
+    loaded = PPO.load(tmp_path / "old.pt")
+    assert loaded.config.compiled_collection is None and not loaded.compiled_collection
+    np.testing.assert_array_equal(loaded.collector._obs, algo.collector._obs)
+    hybrid = HybridPPO("CartPole-v1", seed=8, **ALGOS[PPO])
+    hybrid.train(64)
+    hybrid.save(tmp_path / "h.pt")
+    ckpt = torch.load(tmp_path / "h.pt", weights_only=True)
+    del ckpt["config"]["compiled_collection"], ckpt["state"]["compiled_collection"]
+    torch.save(ckpt, tmp_path / "h_old.pt")
+    loaded = HybridPPO.load(tmp_path / "h_old.pt")
+    assert loaded.compiled_collection
+    np.testing.assert_array_equal(loaded.kernel.obs, hybrid.kernel.obs)
