@@ -7,16 +7,26 @@ hyperparameters (same rollout size, epochs, minibatch, schedules, network 64-64 
 Goals (issue 5): CartPole IQM >= 490 at 100k; Pendulum >= -200 at 100k; >= SB3 on every env.
 
 Throughput: steps/s on CartPole-v1 with the CartPole preset (8 envs x 32 steps, 20 epochs of
-one 256-row minibatch) of rlox PPO (compiled update, the default on CPU; and PPO's torch
-update), HybridPPO (compiled collection too; and with the torch update), SB3's PPO and a
+one 256-row minibatch) of rlox PPO (compiled collection and update, the defaults on CPU; and
+the torch collection and update), HybridPPO (PPO with compiled collection required; and with
+the torch update), SB3's PPO and a
 CleanRL-style single-file PPO (benchmarks/_cleanrl_ppo.py) with the same hyperparameters; all
 with one torch thread, each run from scratch once per round, the rounds interleaved (the
 order rotates) so that other load on the machine falls on all of them. Goal >= 3x SB3 on the
 PPO rows (issue 5); ratios against the CleanRL-style peer too.
 
+Guide settings (``--only guide``, table ``ppo_guide``): the guide's mid-level calls,
+``PPO(env_id="CartPole-v1", n_envs=8, n_steps=128, n_epochs=4, batch_size=256,
+learning_rate=2.5e-4)`` and ``A2C(env_id="CartPole-v1", n_envs=8, n_steps=5, learning_rate=7e-4,
+gae_lambda=1.0)``, as a user writes them (compiled collection and, for PPO, compiled update: the
+defaults), beside the same calls with ``compiled_collection=False`` (the torch collector) and
+SB3's PPO / A2C with the same settings; one torch thread, interleaved rounds. Goal (issue 18):
+>= 4x SB3 for both.
+
     .venv/bin/python benchmarks/bench_ppo.py            # full: 5 seeds, zoo budgets (long)
     .venv/bin/python benchmarks/bench_ppo.py --quick    # or RLOX_BENCH_QUICK=1: 2 seeds, short
     .venv/bin/python benchmarks/bench_ppo.py --only throughput [--rounds 3]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_ppo.py --only guide [--rounds 5]
 """
 from __future__ import annotations
 
@@ -180,8 +190,8 @@ def throughput(table: Table, steps: int, rounds: int) -> None:
     guide = dict(n_envs=16, hidden=64)        # HybridPPO as the guide calls it (PPOConfig defaults)
     runs = {
         "ppo": lambda seed: _run_rlox(lambda: PPO("CartPole-v1", seed=seed, compiled_update=True, **cfg), steps),
-        "ppo_torch": lambda seed: _run_rlox(lambda: PPO("CartPole-v1", seed=seed, compiled_update=False, **cfg),
-                                            steps),
+        "ppo_torch": lambda seed: _run_rlox(lambda: PPO("CartPole-v1", seed=seed, compiled_update=False,
+                                                        compiled_collection=False, **cfg), steps),
         "hybrid": lambda seed: _run_rlox(lambda: HybridPPO("CartPole-v1", seed=seed, compiled_update=True, **cfg),
                                          steps),
         "hybrid_torch": lambda seed: _run_rlox(
@@ -219,8 +229,8 @@ def throughput(table: Table, steps: int, rounds: int) -> None:
         return f"{min(r):,.0f}-{max(r):,.0f}"
 
     sb3, clean = rate("sb3"), rate("cleanrl")
-    rows = [("ppo", "PPO CartPole-v1 preset (compiled update, the default)", 3.0),
-            ("ppo_torch", "PPO (torch update) CartPole-v1 preset", 3.0),
+    rows = [("ppo", "PPO CartPole-v1 preset (defaults: compiled collection + update)", 3.0),
+            ("ppo_torch", "PPO (torch collection + update) CartPole-v1 preset", None),
             ("hybrid", "HybridPPO CartPole-v1 preset", 3.0),
             ("hybrid_torch", "HybridPPO (torch update) CartPole-v1 preset", None)]
     for key, case, goal in rows:
@@ -250,10 +260,84 @@ def throughput(table: Table, steps: int, rounds: int) -> None:
                    f"update's rate")
 
 
+# The guide's mid-level calls (rlox-python-guide, "Mid-Level: Algorithm API").
+GUIDE_PPO = dict(n_envs=8, n_steps=128, n_epochs=4, batch_size=256, learning_rate=2.5e-4)
+GUIDE_A2C = dict(n_envs=8, n_steps=5, learning_rate=7e-4, gae_lambda=1.0)
+
+
+def _run_sb3_a2c(cfg: dict, seed: int, steps: int) -> tuple[int, float, float, dict]:
+    """SB3's A2C with the guide's settings (its defaults match rlox's A2C: RMSprop alpha 0.99
+    eps 1e-5, ent_coef 0, max_grad_norm 0.5, 64-64 Tanh; rlox's value loss is half the MSE,
+    so SB3's vf_coef is halved)."""
+    from stable_baselines3 import A2C
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env("CartPole-v1", n_envs=cfg["n_envs"], seed=seed)
+    model = A2C("MlpPolicy", env, seed=seed, verbose=0, device="cpu", n_steps=cfg["n_steps"],
+                learning_rate=cfg["learning_rate"], gae_lambda=cfg["gae_lambda"], vf_coef=0.25,
+                policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64])))
+    w, c = _clock()
+    model.learn(total_timesteps=steps)
+    w2, c2 = _clock()
+    return model.num_timesteps, w2 - w, c2 - c, {}
+
+
+def guide(table: Table, ppo_steps: int, a2c_steps: int, rounds: int) -> None:
+    """The guide's PPO and A2C calls against SB3 with the same settings (see the module
+    docstring); interleaved rounds, median steps/s, per-round ratio ranges."""
+    header(f"throughput: the guide's PPO ({ppo_steps} steps) and A2C ({a2c_steps} steps) calls on CartPole-v1, "
+           f"{rounds} rounds interleaved")
+    from rlox.algorithms import A2C, PPO
+
+    runs = {
+        "ppo": lambda seed: _run_rlox(lambda: PPO(env_id="CartPole-v1", seed=seed, **GUIDE_PPO), ppo_steps),
+        "ppo_torch_collect": lambda seed: _run_rlox(
+            lambda: PPO(env_id="CartPole-v1", seed=seed, compiled_collection=False, **GUIDE_PPO), ppo_steps),
+        "sb3_ppo": lambda seed: _run_sb3(dict(GUIDE_PPO), seed, ppo_steps),
+        "a2c": lambda seed: _run_rlox(lambda: A2C(env_id="CartPole-v1", seed=seed, **GUIDE_A2C), a2c_steps),
+        "a2c_torch_collect": lambda seed: _run_rlox(
+            lambda: A2C(env_id="CartPole-v1", seed=seed, compiled_collection=False, **GUIDE_A2C), a2c_steps),
+        "sb3_a2c": lambda seed: _run_sb3_a2c(GUIDE_A2C, seed, a2c_steps),
+    }
+    names = list(runs)
+    res: dict[str, list[tuple[int, float, float, dict]]] = {k: [] for k in names}
+    for rnd in range(rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
+        for key in order:
+            res[key].append(runs[key](rnd))
+        print(f"    round {rnd}: " + ", ".join(f"{k} {res[k][-1][0] / res[k][-1][1]:,.0f}" for k in names)
+              + " steps/s", flush=True)
+
+    def rate(key: str) -> float:
+        return float(np.median([n / w for n, w, _, _ in res[key]]))
+
+    def per_round(key: str, peer: str) -> str:
+        out = []
+        for i, what in ((1, "wall"), (2, "CPU-time")):
+            r = [(a[0] / a[i]) / (b[0] / b[i]) for a, b in zip(res[key], res[peer])]
+            out.append(f"{what} ratio per round {min(r):.2f}-{max(r):.2f}x")
+        return ", ".join(out)
+
+    def collection(key: str) -> str:
+        pct = np.median([r[3]["collection_pct"] for r in res[key]])
+        return f"; collection {pct:.0f}% of wall time"
+
+    rows = [("ppo", "sb3_ppo", "SB3 PPO", "PPO guide call (defaults: compiled collection + update)", 4.0),
+            ("ppo_torch_collect", "sb3_ppo", "SB3 PPO", "PPO guide call, compiled_collection=False", None),
+            ("a2c", "sb3_a2c", "SB3 A2C", "A2C guide call (default: compiled collection)", 4.0),
+            ("a2c_torch_collect", "sb3_a2c", "SB3 A2C", "A2C guide call, compiled_collection=False", None)]
+    for key, peer, peer_name, case, goal in rows:
+        table.add(case, rlox=rate(key), peer=rate(peer), peer_name=peer_name, goal=goal, unit="steps/s",
+                  note=per_round(key, peer) + collection(key))
+    for key, base in (("ppo", "ppo_torch_collect"), ("a2c", "a2c_torch_collect")):
+        table.add(f"{key.upper()} guide call: compiled vs torch collection", rlox=rate(key), peer=rate(base),
+                  peer_name="same call, compiled_collection=False", unit="steps/s", note=per_round(key, base))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer seeds and steps (RLOX_BENCH_QUICK=1)")
-    parser.add_argument("--only", choices=["learning", "throughput"], help="run one part")
+    parser.add_argument("--only", choices=["learning", "throughput", "guide"], help="run one part")
     parser.add_argument("--seeds", type=int, help="number of seeds (default 5, quick 2)")
     parser.add_argument("--envs", nargs="*", default=list(LEARNING), help="learning envs")
     parser.add_argument("--rounds", type=int, help="throughput rounds (default 3, quick 2)")
@@ -262,10 +346,12 @@ def main() -> None:
     import torch
     torch.set_num_threads(1)
     # One results table per part, so re-running one part keeps the other's figures.
-    name = {"learning": "ppo_learning", "throughput": "ppo"}.get(args.only or "", "ppo")
+    name = {"learning": "ppo_learning", "throughput": "ppo", "guide": "ppo_guide"}.get(args.only or "", "ppo")
     table = Table(name, "PPO: rlox vs Stable-Baselines3 and CleanRL-style PPO (" + (args.only or "learning and throughput") + ")")
     if args.only in (None, "throughput"):
         throughput(table, 5_000 if quick else 20_000, args.rounds or (2 if quick else 3))
+    if args.only == "guide":
+        guide(table, 10_000 if quick else 50_000, 10_000 if quick else 50_000, args.rounds or (2 if quick else 5))
     if args.only in (None, "learning"):
         learning(table, args.seeds or (2 if quick else 5), quick, args.envs)
     table.finish()

@@ -288,6 +288,17 @@ class _OnPolicyConfig(ConfigBase):
                                            "one subprocess each ('async', gymnasium's AsyncVectorEnv)")
     features_extractor: Literal["auto", "mlp", "nature", "impala"] = _f(
         "auto", "observation encoder: auto (NatureCNN for uint8 images, else the MLP), mlp, nature, impala")
+    compiled_collection: bool | None = _f(
+        None, "collect rollouts in compiled code (RolloutKernel: forward pass, sampling, env step and GAE "
+        "inputs in one nogil loop): None = where it can (CPU device, native env, default Tanh MLP policy, "
+        "no gSDE, normalisation, wrappers or rollout_episodes), True = required, False = torch",
+        optional=True)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.compiled_collection is not None and not isinstance(self.compiled_collection, bool):
+            raise ValueError(f"{type(self).__name__}.compiled_collection must be True, False or None (None: "
+                             f"compiled where it can run), got {self.compiled_collection!r}")
 
 
 @dataclass

@@ -249,7 +249,8 @@ def test_compiled_update_is_the_default_and_shares_the_weights():
     assert {"policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "loss",
             "explained_variance", "n_updates", "epochs_done"} <= set(metrics)
     assert metrics["n_updates"] == 2 * (64 // 16)
-    # the collection policy is synced from the same weights
+    # the collection policy is synced from the same weights (at the start of each rollout)
+    algo.compiled_collector.sync_weights(algo.policy)
     obs = np.random.default_rng(0).normal(size=(5, 4))
     head, _ = algo.compiled.forward(obs)
     with torch.no_grad():

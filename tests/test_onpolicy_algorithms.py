@@ -181,7 +181,7 @@ def test_bad_input_messages():
         algo.train(0)
     with pytest.raises(ValueError, match="HybridPPO runs the native envs only"):
         HybridPPO("LunarLander-v3")
-    with pytest.raises(ValueError, match="use PPO for normalize_obs"):
+    with pytest.raises(ValueError, match=r"HybridPPO\(compiled_collection=True\) cannot run here: .*without normalisation or wrappers"):
         HybridPPO("CartPole-v1", normalize_obs=True)
 
 

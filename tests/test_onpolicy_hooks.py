@@ -194,7 +194,7 @@ def test_rollout_episodes_errors():
         algo.collector.collect(algo.policy, n_episodes=50, max_steps=30)
     from rlox.algorithms.hybrid_ppo import HybridPPO
 
-    with pytest.raises(ValueError, match="HybridPPO's compiled collection steps n_steps per env"):
+    with pytest.raises(ValueError, match="cannot run here: the compiled collection steps n_steps per env"):
         HybridPPO("CartPole-v1", rollout_episodes=1)
 
 

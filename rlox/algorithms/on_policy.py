@@ -1,9 +1,12 @@
 """``OnPolicyAlgorithm``: the collect-then-learn loop PPO, A2C, VPG and TRPO share.
 
 One iteration: the callbacks' ``on_rollout_start``; a rollout of ``n_steps`` per env (or, with
-``rollout_episodes=n``, n complete episodes per env) through ``RolloutCollector`` (GAE
-included); ``on_rollout_end``; ``on_advantages(batch)``; the subclass's ``_update(batch)``
-(the only part that differs between the algorithms; it calls ``on_minibatch_loss`` /
+``rollout_episodes=n``, n complete episodes per env), GAE included, through the compiled
+rollout kernel where it can run (``compiled_collection``, see
+``rlox.algorithms._compiled_collection``: native env, default Tanh MLP policy, no gSDE,
+normalisation, wrappers or episode-bounded rollouts, CPU device) or else ``RolloutCollector``
+(torch forward pass, any env); ``on_rollout_end``; ``on_advantages(batch)``; the subclass's
+``_update(batch)`` (the only part that differs between the algorithms; it calls ``on_minibatch_loss`` /
 ``on_epoch_end`` where it has them); ``on_update_end``; metrics. Learning-rate annealing
 (``anneal_lr``) is applied here before each rollout, linearly from ``learning_rate`` to 0 over
 the ``train`` call's budget.
@@ -18,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlox.algorithms._compiled_collection import CompiledCollection, compiled_collection_unsupported
 from rlox.algorithms.base import Algorithm, to_numpy_tree
 from rlox.optim import adam, set_learning_rate
 from rlox.collectors import RolloutBatch, RolloutCollector
@@ -58,6 +62,51 @@ class OnPolicyAlgorithm(Algorithm):
         self.policy = policy.to(self.device)
         self.stop_requested = False     # a callback's on_step asked to stop during the rollout
         self._setup_optimizers()
+        self._setup_compiled_collection()
+
+    # ------------------------------------------------------------------ compiled collection
+    def _setup_compiled_collection(self) -> None:
+        """Build the rollout kernel where it can run (``compiled_collection``: None = there,
+        True = required, False = never)."""
+        requested = self.config.compiled_collection
+        why_not = compiled_collection_unsupported(self, auto=requested is None)
+        if requested and why_not:
+            raise ValueError(f"{type(self).__name__}(compiled_collection=True) cannot run here: {why_not} "
+                             f"(compiled_collection=None picks it wherever it can run)")
+        self._compiled_collection_why_not = why_not
+        if why_not is None and requested is not False:
+            self.compiled_collector: CompiledCollection | None = CompiledCollection(
+                self.policy, self.collector.env_id, self.config.n_envs, self.seed, self.config.gamma,
+                self.config.gae_lambda, self.device)
+        else:
+            self.compiled_collector = None
+        self._compiled_collection = self.compiled_collector is not None
+
+    @property
+    def compiled_collection(self) -> bool:
+        """Whether rollouts run in the compiled kernel (else ``RolloutCollector``'s torch loop).
+        Switching between ``train`` calls hands the envs and episodes over, so training
+        continues where it was; True raises a ValueError where the kernel cannot run."""
+        return self._compiled_collection
+
+    @compiled_collection.setter
+    def compiled_collection(self, value: bool) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"compiled_collection must be True or False, got {value!r}")
+        if bool(value) == self._compiled_collection:
+            return
+        if value:
+            why_not = compiled_collection_unsupported(self, auto=False)
+            if why_not:
+                raise ValueError(f"{type(self).__name__}.compiled_collection = True cannot run here: {why_not}")
+            if self.compiled_collector is None:
+                cfg = self.config
+                self.compiled_collector = CompiledCollection(self.policy, self.collector.env_id, cfg.n_envs,
+                                                             self.seed, cfg.gamma, cfg.gae_lambda, self.device)
+            self.compiled_collector.from_collector(self.collector)
+        else:
+            self.compiled_collector.to_collector(self.collector)
+        self._compiled_collection = bool(value)
 
     # ------------------------------------------------------------------ subclass interface
     def _build_policy(self) -> torch.nn.Module:
@@ -122,10 +171,18 @@ class OnPolicyAlgorithm(Algorithm):
         return lr * self.progress_remaining if self.config.anneal_lr else lr
 
     def _collect_rollout(self) -> RolloutBatch:
-        """One rollout of ``n_steps`` per env through the collector (GAE included); records
-        the finished episodes and the phase timings. HybridPPO replaces it with compiled code."""
+        """One rollout of ``n_steps`` per env (GAE included), compiled or through the torch
+        collector; records the finished episodes and the phase timings."""
         cfg = self.config
         on_step = self.callbacks.on_step if self.callbacks.needs_step else None
+        if self._compiled_collection:
+            # env_step: the whole kernel (forward pass and sampling included)
+            batch, t_kernel, t_gae = self.compiled_collector.collect(self.policy, cfg.n_steps, on_step)
+            self.time_phase("env_step", t_kernel)
+            self.time_phase("gae_compute", t_gae)
+            self.record_episodes(self.compiled_collector.episode_returns, self.compiled_collector.episode_lengths)
+            self.stop_requested = self.compiled_collector.stop_requested
+            return batch
         self.policy.train(False)
         if cfg.rollout_episodes is not None:     # r2l's episode-bounded rollouts
             batch = self.collector.collect(self.policy, n_episodes=cfg.rollout_episodes, generator=self.torch_gen,
@@ -139,6 +196,17 @@ class OnPolicyAlgorithm(Algorithm):
             self.time_phase(phase, self.collector.timings[phase])
         self.stop_requested = self.collector.stop_requested
         return batch
+
+    def timing_summary(self) -> dict[str, float]:
+        """Share of wall time (percent) spent collecting (env steps, policy forward and GAE, or
+        the compiled kernel and GAE) and training (gradient updates), over all ``train`` calls."""
+        collect = sum(self.timings.get(k, 0.0) for k in ("env_step", "policy_forward", "gae_compute"))
+        train = self.timings.get("gradient_update", 0.0)
+        total = collect + train
+        if total <= 0:
+            return {"collection_pct": 0.0, "training_pct": 0.0}
+        return {"collection_pct": round(100.0 * collect / total, 1),
+                "training_pct": round(100.0 * train / total, 1)}
 
     @property
     def update_hooks(self) -> Any:
@@ -169,11 +237,17 @@ class OnPolicyAlgorithm(Algorithm):
         return metrics, keep_going
 
     # ------------------------------------------------------------------ persistence
+    # Which collector ran is saved, and the compiled one's envs and action streams with it, so
+    # a resumed run continues exactly on the same path.
     def _state_dict(self) -> dict[str, Any]:
-        return {"policy": self.policy.state_dict(),
-                "sde_noise": getattr(self.policy, "sde_noise", None),
-                "optimizers": {k: opt.state_dict() for k, opt in self.optimizers.items()},
-                "collector": self.collector.state_dict()}
+        state = {"policy": self.policy.state_dict(),
+                 "sde_noise": getattr(self.policy, "sde_noise", None),
+                 "optimizers": {k: opt.state_dict() for k, opt in self.optimizers.items()},
+                 "collector": self.collector.state_dict(),
+                 "compiled_collection": self._compiled_collection}
+        if self.compiled_collector is not None:
+            state.update(self.compiled_collector.state_dict())
+        return state
 
     def _load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
@@ -182,6 +256,19 @@ class OnPolicyAlgorithm(Algorithm):
         for k, opt in self.optimizers.items():
             opt.load_state_dict(state["optimizers"][k])
         self.collector.load_state_dict(to_numpy_tree(state["collector"]))
+        # Both collectors' states come from the checkpoint (no hand-over). Checkpoints written
+        # before compiled_collection existed: HybridPPO's hold "kernel", PPO's collected with torch.
+        compiled = bool(state.get("compiled_collection", "kernel" in state))
+        if compiled and self.compiled_collector is None and "kernel" in state \
+                and compiled_collection_unsupported(self, auto=False) is None:
+            cfg = self.config               # (e.g. a CPU run resumed on another device)
+            self.compiled_collector = CompiledCollection(self.policy, self.collector.env_id, cfg.n_envs,
+                                                         self.seed, cfg.gamma, cfg.gae_lambda, self.device)
+        if "kernel" in state and self.compiled_collector is not None:
+            self.compiled_collector.load_state_dict(to_numpy_tree(
+                {"kernel": state["kernel"], "compiled_rng": state["compiled_rng"]}))
+        # (where the kernel cannot run, e.g. loaded for another env, the torch collector goes on)
+        self._compiled_collection = compiled and self.compiled_collector is not None
         if self.config.anneal_lr:
             self.set_learning_rate(self.current_learning_rate())
 

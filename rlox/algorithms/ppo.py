@@ -5,8 +5,9 @@ Reading order, as in CleanRL's ppo.py: config -> networks -> rollout -> advantag
 * config: ``rlox.config.PPOConfig`` (the guide's table; CleanRL's defaults).
 * networks: ``rlox.policies`` actor and critic MLPs, orthogonal init, Adam with eps 1e-5
   (implementation detail 3 of "The 37 Implementation Details of PPO", Huang et al., 2022).
-* rollout + advantages: ``RolloutCollector`` (vector env, truncation bootstrap, GAE in one
-  Cython call), driven by ``OnPolicyAlgorithm._iteration``.
+* rollout + advantages: the compiled rollout kernel on native envs with the default policy
+  (``compiled_collection``, ``rlox.algorithms._compiled_collection``), else ``RolloutCollector``
+  (vector env, truncation bootstrap, GAE in one Cython call); ``OnPolicyAlgorithm._iteration``.
 * update: below. ``n_epochs`` passes over the rollout in shuffled minibatches of
   ``batch_size``; clipped surrogate + clipped value loss + entropy bonus (``PPOLoss``);
   global gradient-norm clipping; optional early stop of the epochs on ``target_kl``.

@@ -5,7 +5,8 @@ Reading order: config -> networks -> rollout -> advantages -> update.
 * config: ``rlox.config.TRPOConfig`` (SB3-contrib's defaults: max_kl 0.01, 15 CG iterations,
   damping 0.1, 10 line-search steps shrinking by 0.8, critic lr 1e-3 for 10 epochs).
 * networks: ``rlox.policies`` actor and critic; only the critic has an optimiser.
-* rollout + advantages: ``RolloutCollector`` (truncation bootstrap, GAE in Cython).
+* rollout + advantages: the compiled rollout kernel where it runs (``compiled_collection``),
+  else ``RolloutCollector`` (truncation bootstrap, GAE in Cython): ``OnPolicyAlgorithm``.
 * update, the natural-gradient step:
     1. g = grad of the surrogate L(theta) = mean(pi/pi_old * A) (+ entropy bonus);
     2. solve F x = g by conjugate gradient, F the Fisher matrix, used only through

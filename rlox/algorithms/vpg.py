@@ -5,7 +5,8 @@ Reading order: config -> networks -> rollout -> advantages -> update.
 
 * config: ``rlox.config.VPGConfig``.
 * networks: ``rlox.policies`` actor and critic, each with its own Adam optimiser.
-* rollout + advantages: ``RolloutCollector`` (truncation bootstrap, GAE in Cython).
+* rollout + advantages: the compiled rollout kernel where it runs (``compiled_collection``),
+  else ``RolloutCollector`` (truncation bootstrap, GAE in Cython): ``OnPolicyAlgorithm``.
 * update: one policy-gradient step on the whole rollout, ``-(A * log pi(a|s)).mean()`` with
   normalised advantages (plus an optional entropy bonus), then ``vf_iters`` full-batch steps of
   the critic on ``0.5 * (R - V)^2``.
