@@ -310,7 +310,9 @@ def learning(table: Table, steps: int, seeds: int, ppo_too: bool, saved: bool = 
         peer_name = f"RLlib IMPALA @ {reached:,} steps, {len(runs)} seed(s)"
         note = ("; RLlib per seed (greedy 10 episodes / its training return): " +
                 ", ".join(f"{r.get('eval_return_mean') or 0:.0f} / {r['episode_return_mean']:.0f} at {r['sampled']:,.0f} "
-                          f"steps" for r in runs))
+                          f"steps (learner batch {r.get('batch', '?')}"
+                          + (f", stopped by the {r['max_seconds']:g} s cap" if r["sampled"] < r["budget"] else "")
+                          + ")" for r in runs))
     table.add(f"IMPALA return at {steps:,} steps (IQM of {seeds})", rlox=iqm(returns), peer=peer,
               peer_name=peer_name, unit="return",
               note="per seed: " + ", ".join(f"{r:.0f}" for r in returns) + note)
