@@ -88,7 +88,8 @@ def report() -> None:
     lines = [f"# DQN {ENV}, {STEPS // 1000}k steps: rlox Trainer defaults vs SB3 (same preset)", "",
              "Training return: mean of the last 100 training episodes (epsilon-greedy, final eps 0.1).",
              "Evaluated: mean of 10 deterministic episodes after training (reset seeds 10_000 + seed).",
-             f"RL Zoo (SB3, LunarLander-v2): {ZOO:g}. Goal (issue 18): rlox evaluated mean >= {GOAL:g}.", "",
+             f"RL Zoo (SB3, LunarLander-v2): {ZOO:g}. Goal (issue 18): rlox evaluated mean >= {GOAL:g}.",
+             "Wall seconds are on a 2-core machine shared with 10-25 runnable processes (not a speed figure).", "",
              "Command: `OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_dqn_lunar.py --seeds 0 1 2 "
              "--tag <tag>`, then `--report`.", "",
              "| tag | lib | seeds | training return per seed | evaluated per seed | evaluated mean | "
