@@ -208,6 +208,107 @@ def test_gymnasium_env_object():
     assert out["timesteps"] == 300
 
 
+
+# LunarLander-v3's preset schedule (the RL Zoo's), small networks: what issue 18 compared with SB3.
+_ZOO_SCHEDULE = dict(learning_rate=6.3e-4, buffer_size=50_000, learning_starts=0, gamma=0.99,
+                     target_update_interval=250, train_freq=4, gradient_steps=-1, exploration_fraction=0.12,
+                     exploration_final_eps=0.1)
+
+
+def test_schedule_matches_sb3_step_for_step():
+    """Gradient steps per phase, target-network copies and the epsilon of every exploring step
+    are SB3's (stable_baselines3/dqn/dqn.py ``_on_step``, common/off_policy_algorithm.py ``learn``)."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    import stable_baselines3.dqn.dqn as sb3_dqn
+
+    import rlox.algorithms.dqn as rlox_dqn
+
+    total = 1200
+    ours = {"grad": [], "target": [], "eps": []}
+    dqn = DQN("CartPole-v1", seed=0, hidden=8, batch_size=8, **_ZOO_SCHEDULE)
+    learn, select = dqn._learn, dqn.collector.exploration.select
+    explore = dqn.collector.exploration
+
+    def spy_select(policy, obs, progress):
+        ours["eps"].append(explore.epsilon(progress))
+        return select(policy, obs, progress)
+    dqn._learn = lambda n: (ours["grad"].append((dqn.num_timesteps, n)), learn(n))[1]
+    explore.select = spy_select
+    polyak = rlox_dqn.polyak_update
+    try:
+        rlox_dqn.polyak_update = lambda a, b, tau: (ours["target"].append(dqn.num_timesteps), polyak(a, b, tau))[1]
+        dqn.train(total)
+    finally:
+        rlox_dqn.polyak_update = polyak
+
+    theirs = {"grad": [], "target": [], "eps": []}
+    model = sb3.DQN("MlpPolicy", "CartPole-v1", seed=0, batch_size=8, policy_kwargs=dict(net_arch=[8]),
+                    device="cpu", **_ZOO_SCHEDULE)
+    train, predict = model.train, model.predict
+
+    def spy_predict(obs, state=None, episode_start=None, deterministic=False):
+        theirs["eps"].append(model.exploration_rate)
+        return predict(obs, state, episode_start, deterministic)
+    model.train = lambda gradient_steps, batch_size: (theirs["grad"].append((model.num_timesteps, gradient_steps)),
+                                                      train(gradient_steps, batch_size))[1]
+    model.predict = spy_predict
+    sb3_polyak = sb3_dqn.polyak_update
+
+    def spy_polyak(params, targets, tau):
+        params = list(params)
+        if params:                      # (the second call copies batch-norm statistics: none here)
+            theirs["target"].append(model.num_timesteps)
+        return sb3_polyak(params, targets, tau)
+    try:
+        sb3_dqn.polyak_update = spy_polyak
+        model.learn(total)
+    finally:
+        sb3_dqn.polyak_update = sb3_polyak
+
+    assert ours["grad"] == theirs["grad"] and ours["grad"][0] == (4, 4)
+    # SB3 copies inside the collection phase (at env step 250, 500, ...); rlox at the end of that
+    # phase, before its gradient steps: the same network, since none are taken in between.
+    assert ours["target"] == [-(-t // 4) * 4 for t in theirs["target"]] and len(ours["target"]) == total // 250
+    # Step 0: SB3 acts greedily (its exploration_rate starts at 0 and is first set after a step).
+    np.testing.assert_allclose(ours["eps"][1:], theirs["eps"][1:total], atol=1e-12)
+
+
+def test_gradient_step_matches_sb3():
+    """From the same weights and batches, rlox's update is SB3's (Huber loss, grad-norm clip 10,
+    Adam eps 1e-8, hard target): identical weights after 30 steps."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    import torch.nn.functional as F
+
+    dqn = DQN("CartPole-v1", seed=0, hidden=[32, 32], batch_size=16, **_ZOO_SCHEDULE)
+    model = sb3.DQN("MlpPolicy", "CartPole-v1", seed=0, batch_size=16, policy_kwargs=dict(net_arch=[32, 32]),
+                    device="cpu", **_ZOO_SCHEDULE)
+    linear = lambda m: [x for x in m.modules() if isinstance(x, torch.nn.Linear)]   # noqa: E731
+    with torch.no_grad():
+        for ours, theirs in ((dqn.q_net, model.q_net), (dqn.q_net_target, model.q_net_target)):
+            for a, b in zip(linear(ours), linear(theirs), strict=True):
+                a.weight.copy_(b.weight)
+                a.bias.copy_(b.bias)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        b = {"obs": rng.normal(size=(16, 4)).astype(np.float32), "next_obs": rng.normal(size=(16, 4)).astype(np.float32),
+             "actions": rng.integers(0, 2, size=(16, 1)).astype(np.float32),
+             "rewards": (10 * rng.normal(size=16)).astype(np.float32),
+             "terminated": (rng.random(16) < 0.2).astype(np.float32)}
+        dqn._update(b, dqn.td_target(b))
+        obs, next_obs = torch.from_numpy(b["obs"]), torch.from_numpy(b["next_obs"])
+        with torch.no_grad():
+            target = (torch.from_numpy(b["rewards"])[:, None] + (1 - torch.from_numpy(b["terminated"])[:, None])
+                      * 0.99 * model.q_net_target(next_obs).max(dim=1).values[:, None])
+        q = model.q_net(obs).gather(1, torch.from_numpy(b["actions"]).long())
+        loss = F.smooth_l1_loss(q, target)
+        model.policy.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.policy.parameters(), 10)
+        model.policy.optimizer.step()
+    for a, b in zip(linear(dqn.q_net), linear(model.q_net)):
+        torch.testing.assert_close(a.weight, b.weight, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_dqn_learns_cartpole():
     """RL Zoo's CartPole hyperparameters, 25k steps (the zoo reaches 500 at 50k)."""
