@@ -31,7 +31,6 @@ SB3's PPO / A2C with the same settings; one torch thread, interleaved rounds. Go
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -178,6 +177,37 @@ def _run_cleanrl(cfg: dict, seed: int, steps: int) -> tuple[int, float, float, d
     return out["steps"], out["wall_s"], out["cpu_s"], {}
 
 
+Runs = dict[str, list[tuple[int, float, float, dict]]]
+
+
+def _interleave(runs: dict, rounds: int) -> Runs:
+    """Each contestant once per round, the order rotated every round so load falls on all;
+    results per key as (steps, wall s, CPU s, extras)."""
+    names = list(runs)
+    res: Runs = {k: [] for k in names}
+    for rnd in range(rounds):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
+        for key in order:
+            res[key].append(runs[key](rnd))
+        print(f"    round {rnd}: " + ", ".join(f"{k} {res[k][-1][0] / res[k][-1][1]:,.0f}" for k in names)
+              + " steps/s", flush=True)
+    return res
+
+
+def _rate(res: Runs, key: str) -> float:
+    return float(np.median([n / w for n, w, _, _ in res[key]]))
+
+
+def _per_round(res: Runs, key: str, peer: str) -> str:
+    """Per-round ratios of steps per wall second, and per CPU second (the latter less
+    sensitive to other load on the machine)."""
+    out = []
+    for i, what in ((1, "wall"), (2, "CPU-time")):
+        r = [(a[0] / a[i]) / (b[0] / b[i]) for a, b in zip(res[key], res[peer])]
+        out.append(f"{what} ratio per round {min(r):.2f}-{max(r):.2f}x")
+    return ", ".join(out)
+
+
 def throughput(table: Table, steps: int, rounds: int) -> None:
     """Every contestant trains ``steps`` CartPole steps from scratch once per round; the rounds
     rotate the order, so load from other processes falls on all of them alike. Reported: the
@@ -203,26 +233,13 @@ def throughput(table: Table, steps: int, rounds: int) -> None:
         "sb3": lambda seed: _run_sb3(cfg, seed, steps),
         "cleanrl": lambda seed: _run_cleanrl(cfg, seed, steps),
     }
-    names = list(runs)
-    res: dict[str, list[tuple[int, float, float, dict]]] = {k: [] for k in names}
-    for rnd in range(rounds):
-        order = names[rnd % len(names):] + names[:rnd % len(names)]
-        for key in order:
-            res[key].append(runs[key](rnd))
-        print(f"    round {rnd}: " + ", ".join(f"{k} {res[k][-1][0] / res[k][-1][1]:,.0f}" for k in names)
-              + " steps/s", flush=True)
+    res = _interleave(runs, rounds)
 
     def rate(key: str) -> float:
-        return float(np.median([n / w for n, w, _, _ in res[key]]))
+        return _rate(res, key)
 
     def ratios(key: str, peer: str) -> str:
-        """Per-round ratios of steps per wall second, and per CPU second (the latter less
-        sensitive to other load on the machine)."""
-        out = []
-        for i, what in ((1, "wall"), (2, "CPU-time")):
-            r = [(a[0] / a[i]) / (b[0] / b[i]) for a, b in zip(res[key], res[peer])]
-            out.append(f"{what} ratio per round {min(r):.2f}-{max(r):.2f}x")
-        return ", ".join(out)
+        return _per_round(res, key, peer)
 
     def spread(key: str) -> str:
         r = [n / w for n, w, _, _ in res[key]]
@@ -299,24 +316,13 @@ def guide(table: Table, ppo_steps: int, a2c_steps: int, rounds: int) -> None:
             lambda: A2C(env_id="CartPole-v1", seed=seed, compiled_collection=False, **GUIDE_A2C), a2c_steps),
         "sb3_a2c": lambda seed: _run_sb3_a2c(GUIDE_A2C, seed, a2c_steps),
     }
-    names = list(runs)
-    res: dict[str, list[tuple[int, float, float, dict]]] = {k: [] for k in names}
-    for rnd in range(rounds):
-        order = names[rnd % len(names):] + names[:rnd % len(names)]
-        for key in order:
-            res[key].append(runs[key](rnd))
-        print(f"    round {rnd}: " + ", ".join(f"{k} {res[k][-1][0] / res[k][-1][1]:,.0f}" for k in names)
-              + " steps/s", flush=True)
+    res = _interleave(runs, rounds)
 
     def rate(key: str) -> float:
-        return float(np.median([n / w for n, w, _, _ in res[key]]))
+        return _rate(res, key)
 
     def per_round(key: str, peer: str) -> str:
-        out = []
-        for i, what in ((1, "wall"), (2, "CPU-time")):
-            r = [(a[0] / a[i]) / (b[0] / b[i]) for a, b in zip(res[key], res[peer])]
-            out.append(f"{what} ratio per round {min(r):.2f}-{max(r):.2f}x")
-        return ", ".join(out)
+        return _per_round(res, key, peer)
 
     def collection(key: str) -> str:
         pct = np.median([r[3]["collection_pct"] for r in res[key]])
