@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -311,7 +312,9 @@ def tasks(args) -> list[dict]:
 def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
     """The learning rows of earlier invocations (``offline.json``) with this one's: a (dataset,
     algorithm) row run now replaces the stored one; order: dataset as first seen, then ``ALGOS``."""
-    rows = {(r["dataset"], r["algo"]): r for r in old}
+    fresh = {r["dataset"]: r.get("behaviour_eval") for r in new}   # one behaviour eval per dataset: the latest
+    rows = {(r["dataset"], r["algo"]): dict(r, behaviour_eval=fresh.get(r["dataset"], r.get("behaviour_eval")))
+            for r in old}
     rows.update({(r["dataset"], r["algo"]): r for r in new})
     order = list(dict.fromkeys([r["dataset"] for r in old] + [r["dataset"] for r in new]))
     return sorted(rows.values(), key=lambda r: (order.index(r["dataset"]), ALGOS.index(r["algo"])))
@@ -375,7 +378,7 @@ def learning(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, on_r
 def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]]) -> None:
     RESULTS.mkdir(exist_ok=True)
     load = os.getloadavg()
-    shown = [f"`{' '.join(['.venv/bin/python benchmarks/bench_offline.py', *argv])}`" for argv in commands]
+    shown = [f"`{shlex.join(['.venv/bin/python', 'benchmarks/bench_offline.py', *argv])}`" for argv in commands]
     lines = ["# Offline RL: rlox vs d3rlpy 2.8.1", "",
              ("Command: " if len(shown) == 1 else "Commands, in this order (each `--only` run keeps the other "
               "section and the learning rows it did not rerun; finished runs are resumed from "
