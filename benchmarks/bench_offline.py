@@ -1,8 +1,10 @@
 """Offline RL side by side: rlox's TD3+BC, IQL, CQL and BC against d3rlpy 2.8.1.
 
-    .venv/bin/python benchmarks/bench_offline.py                       # throughput + learning (~1 h, 1 core)
+    .venv/bin/python benchmarks/bench_offline.py                       # throughput + learning (hours with CQL, 1 core)
     .venv/bin/python benchmarks/bench_offline.py --only throughput --steps 300
     .venv/bin/python benchmarks/bench_offline.py --only learning --seeds 5 --learn-steps 4000 --mujoco Hopper-v5
+    .venv/bin/python benchmarks/bench_offline.py --only learning --algos iql --datasets pendulum-medium \
+        --learn-steps 12000 --seeds 3 --mujoco ''                  # one row again; the others are kept
 
 d3rlpy pins gymnasium 1.0.0, so it runs in a venv this script creates under
 ``benchmarks/.cache/offline/d3rlpy-venv`` (git-ignored; torch from the same local wheel), as one
