@@ -34,10 +34,12 @@ def make(job, low, high):
                                      value_encoder_factory=enc, expectile=0.7, weight_temp=3.0, max_weight=100.0,
                                      actor_learning_rate=3e-4, critic_learning_rate=3e-4,
                                      observation_scaler=StandardObservationScaler(), **common)
-    elif algo == "cql":    # d3rlpy's CQL is Lagrangian by default (alpha_threshold 10)
+    elif algo == "cql":    # d3rlpy's CQL is Lagrangian by default (alpha_threshold 10); its multiplier
+        # learns at rlox's (and CQL's own code's) critic rate 3e-4 rather than d3rlpy's default 1e-4
         cfg = d3rlpy.algos.CQLConfig(actor_encoder_factory=enc, critic_encoder_factory=enc, conservative_weight=5.0,
                                      n_action_samples=10, alpha_threshold=10.0, actor_learning_rate=1e-4,
-                                     critic_learning_rate=3e-4, **common)
+                                     critic_learning_rate=3e-4, alpha_learning_rate=3e-4, temp_learning_rate=1e-4,
+                                     initial_alpha=1.0, initial_temperature=1.0, **common)
     elif algo == "bc":
         cfg = d3rlpy.algos.BCConfig(encoder_factory=enc, learning_rate=1e-3, policy_type="deterministic", **common)
     else:

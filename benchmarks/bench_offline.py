@@ -1,8 +1,10 @@
 """Offline RL side by side: rlox's TD3+BC, IQL, CQL and BC against d3rlpy 2.8.1.
 
-    .venv/bin/python benchmarks/bench_offline.py                       # throughput + learning (~1 h, 1 core)
+    .venv/bin/python benchmarks/bench_offline.py                       # throughput + learning (hours with CQL, 1 core)
     .venv/bin/python benchmarks/bench_offline.py --only throughput --steps 300
     .venv/bin/python benchmarks/bench_offline.py --only learning --seeds 5 --learn-steps 4000 --mujoco Hopper-v5
+    .venv/bin/python benchmarks/bench_offline.py --only learning --algos iql --datasets pendulum-medium \
+        --learn-steps 12000 --seeds 3 --mujoco ''                  # one row again; the others are kept
 
 d3rlpy pins gymnasium 1.0.0, so it runs in a venv this script creates under
 ``benchmarks/.cache/offline/d3rlpy-venv`` (git-ignored; torch from the same local wheel), as one
@@ -31,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -299,12 +302,24 @@ def tasks(args) -> list[dict]:
     pend = make_datasets(args.sac_steps)
     seeds = {"medium": args.seeds, "expert": args.expert_seeds or args.seeds}
     out = [dict(dataset=f"pendulum-{level}", env="Pendulum-v1", path=path, steps=args.learn_steps,
-                seeds=seeds[level], hidden=args.hidden) for level, path in sorted(pend.items(), reverse=True)]
-    if args.mujoco:
+                seeds=seeds[level], hidden=args.hidden) for level, path in sorted(pend.items(), reverse=True)
+           if not args.datasets or f"pendulum-{level}" in args.datasets]
+    if args.mujoco and (not args.datasets or f"{args.mujoco.split('-')[0].lower()}-medium" in args.datasets):
         path = make_mujoco_dataset(args.mujoco, args.mujoco_sac_steps, args.mujoco_transitions)
         out.append(dict(dataset=f"{args.mujoco.split('-')[0].lower()}-medium", env=args.mujoco, path=path,
                         steps=args.mujoco_learn_steps, seeds=args.mujoco_seeds, hidden=args.hidden))
     return out
+
+
+def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
+    """The learning rows of earlier invocations (``offline.json``) with this one's: a (dataset,
+    algorithm) row run now replaces the stored one; order: dataset as first seen, then ``ALGOS``."""
+    fresh = {r["dataset"]: r.get("behaviour_eval") for r in new}   # one behaviour eval per dataset: the latest
+    rows = {(r["dataset"], r["algo"]): dict(r, behaviour_eval=fresh.get(r["dataset"], r.get("behaviour_eval")))
+            for r in old}
+    rows.update({(r["dataset"], r["algo"]): r for r in new})
+    order = list(dict.fromkeys([r["dataset"] for r in old] + [r["dataset"] for r in new]))
+    return sorted(rows.values(), key=lambda r: (order.index(r["dataset"]), ALGOS.index(r["algo"])))
 
 
 def learning(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, on_row=None) -> list[dict]:
@@ -362,12 +377,15 @@ def learning(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, on_r
     return rows
 
 
-def write(tp: list[dict], ln: list[dict], args) -> None:
+def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]]) -> None:
     RESULTS.mkdir(exist_ok=True)
     load = os.getloadavg()
+    shown = [f"`{shlex.join(['.venv/bin/python', 'benchmarks/bench_offline.py', *argv])}`" for argv in commands]
     lines = ["# Offline RL: rlox vs d3rlpy 2.8.1", "",
-             f"Command: `{' '.join(['.venv/bin/python benchmarks/bench_offline.py', *sys.argv[1:]])}` on "
-             f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs "
+             ("Command: " if len(shown) == 1 else "Commands, in this order (each `--only` run keeps the other "
+              "section and the learning rows it did not rerun; finished runs are resumed from "
+              "`offline_runs.json`): ") + ", then ".join(shown) +
+             f" on {platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs "
              f"(load average {load[0]:.1f} at the end: ratios are more telling than absolute figures). One torch "
              f"thread on both sides; torch {torch.__version__}.", ""]
     if tp:
@@ -384,20 +402,19 @@ def write(tp: list[dict], ln: list[dict], args) -> None:
                   "100% of it would be bound by the products alone; a 3x lead over a peer is only possible while "
                   "the peer sits below a third of it."]
     if ln:
-        budgets = sorted({(r["dataset"], r["steps"], r["seeds"]) for r in ln})
         lines += ["", "## Learning: D4RL normalised score (IQM over seeds, [95% bootstrap CI])", "",
-                  "Budgets: " + "; ".join(f"{d}: {st} gradient steps x {se} seeds" for d, st, se in budgets) +
-                  f". Hidden {ln[0]['hidden']}-{ln[0]['hidden']}, batch 256, {args.episodes} evaluation episodes "
+                  "*steps*: gradient steps per seed. "
+                  f"Hidden {ln[0]['hidden']}-{ln[0]['hidden']}, batch 256, {args.episodes} evaluation episodes "
                   "per seed (reset seeds 1000..), greedy policy; both libraries evaluated by "
                   "`rlox.evaluation.evaluate_policy` (d3rlpy's policy through its own TorchScript export, scalers "
                   "included).", "",
-                  "| dataset | algorithm | seeds | behaviour (data / eval) | rlox | d3rlpy | rlox >= d3rlpy | "
-                  ">= behaviour |", "|---|---|---|---|---|---|---|---|"]
+                  "| dataset | algorithm | steps | seeds | behaviour (data / eval) | rlox | d3rlpy | rlox >= d3rlpy | "
+                  ">= behaviour |", "|---|---|---|---|---|---|---|---|---|"]
         for r in ln:
             ge_peer = "yes" if r["rlox"] >= r["d3rlpy"] else ("within CI" if r["rlox_hi"] >= r["d3rlpy"] else "no")
             ge_beh = "yes" if r["rlox"] >= r["behaviour"] else ("within CI" if r["rlox_hi"] >= r["behaviour"] else "no")
             beh = f"{r['behaviour']:.1f} / " + ("-" if r.get("behaviour_eval") is None else f"{r['behaviour_eval']:.1f}")
-            lines.append(f"| {r['dataset']} | {r['algo']} | {r['seeds']} | {beh} | {r['rlox']:.1f} "
+            lines.append(f"| {r['dataset']} | {r['algo']} | {r['steps']} | {r['seeds']} | {beh} | {r['rlox']:.1f} "
                          f"[{r['rlox_lo']:.1f}, {r['rlox_hi']:.1f}] | {r['d3rlpy']:.1f} "
                          f"[{r['d3rlpy_lo']:.1f}, {r['d3rlpy_hi']:.1f}] | {ge_peer} | {ge_beh} |")
         lines += ["", "Scores: 0 = random, 100 = expert (`rlox.offline.REFERENCE_SCORES`: on Pendulum uniform random "
@@ -414,11 +431,16 @@ def write(tp: list[dict], ln: list[dict], args) -> None:
     lines += ["", "Notes: d3rlpy runs in one subprocess of its own venv (d3rlpy pins gymnasium 1.0.0) on the same "
               ".npz, interleaved with rlox, with the same widths, batch size, learning rates and algorithm "
               "hyperparameters (TD3+BC alpha 2.5 and standardised observations; IQL expectile 0.7, temperature "
-              "3.0, max weight 100, standardised observations; BC deterministic MSE, lr 1e-3). Its CQL is "
-              "Lagrangian by default, so rlox's CQL runs with target_action_gap=10 in the throughput rows."]
+              "3.0, max weight 100, standardised observations; BC deterministic MSE, lr 1e-3; CQL conservative weight 5, "
+              "10 action samples, actor lr 1e-4, critic lr 3e-4, raw observations). d3rlpy's CQL is Lagrangian by "
+              "default (alpha_threshold 10), so rlox's CQL runs with target_action_gap=10 everywhere here, and "
+              "d3rlpy's multiplier learns at rlox's (and CQL's code's) 3e-4 instead of its default 1e-4. One "
+              "difference is left: d3rlpy's CQL bootstraps from its target critics at the actor's mean action at "
+              "s', rlox's (as SAC) at a sampled action with the entropy term."]
     (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "offline.json").write_text(json.dumps({
-        "throughput": tp, "learning": ln, "argv": sys.argv[1:], "rounds": args.rounds}, indent=1))
+        "throughput": tp, "learning": ln, "argv": sys.argv[1:], "commands": commands, "rounds": args.rounds},
+        indent=1))
     print(f"wrote {RESULTS / 'offline.md'}", flush=True)
 
 
@@ -438,20 +460,28 @@ def main() -> None:
     p.add_argument("--mujoco-transitions", type=int, default=50_000)
     p.add_argument("--mujoco-learn-steps", type=int, default=3000)
     p.add_argument("--mujoco-seeds", type=int, default=3)
-    p.add_argument("--algos", default="td3_bc,iql,bc", help="algorithms of the learning rows")
+    p.add_argument("--algos", default="td3_bc,iql,cql,bc", help="algorithms of the learning rows")
+    p.add_argument("--datasets", default="", help="learning datasets to run, comma-separated (pendulum-medium, "
+                   "pendulum-expert, <mujoco>-medium; '' for all); the other rows are kept from offline.json")
     args = p.parse_args()
     torch.set_num_threads(1)
     CACHE.mkdir(parents=True, exist_ok=True)
     d3 = D3rlpyWorker(ensure_venv())
+    args.datasets = [d for d in args.datasets.split(",") if d]
     previous = json.loads((RESULTS / "offline.json").read_text()) if (RESULTS / "offline.json").exists() else {}
+    # the invocations behind the table: a full run starts it afresh, an --only run adds itself
+    commands = [*previous.get("commands", []), sys.argv[1:]] if args.only else [sys.argv[1:]]
+    old_rows = previous.get("learning", []) if args.only == "learning" else []
     try:
         tp = throughput(d3, args.steps, args.rounds) if args.only in (None, "throughput") else \
             previous.get("throughput", [])
-        ln = learning(d3, tasks(args), args.algos.split(","), args.episodes, on_row=lambda rows: write(tp, rows, args)) \
+        ln = learning(d3, tasks(args), args.algos.split(","), args.episodes,
+                      on_row=lambda rows: write(tp, merge_rows(old_rows, rows), args, commands)) \
             if args.only in (None, "learning") else previous.get("learning", [])
+        ln = merge_rows(old_rows, ln)
     finally:
         d3.close()
-    write(tp, ln, args)
+    write(tp, ln, args, commands)
 
 
 if __name__ == "__main__":
