@@ -354,6 +354,7 @@ class _LocalBackend:
         # Start-up (the first fork server imports torch) gets a longer deadline than an unroll.
         w["proc"], w["conn"] = proc, parent
         w["deadline"] = time.monotonic() + max(self.timeout, 120.0)
+        w["starting"] = True
 
     def _stop(self, w: dict, kill: bool = False) -> None:
         proc, conn = w["proc"], w["conn"]
@@ -375,7 +376,6 @@ class _LocalBackend:
     def start(self) -> None:
         for w in self.workers:
             self._spawn(w)
-        self.left = time.monotonic()
 
     def _restart(self, w: dict, why: str) -> None:
         self.restarts += 1
@@ -397,48 +397,55 @@ class _LocalBackend:
     def trajectories(self, k: int):
         from multiprocessing.connection import wait
 
-        # Deadlines run only while the learner waits here (time spent learning is added back).
-        gap = time.monotonic() - self.left
-        for w in self.workers:
-            w["deadline"] += gap
-        try:
-            got = 0
-            while got < k:
-                by_conn = {id(w["conn"]): w for w in self.workers}
-                ready = wait([w["conn"] for w in self.workers], timeout=self.timeout)
-                now = time.monotonic()
-                for w in self.workers:
-                    if now > w["deadline"] and w["conn"] not in ready:
-                        self._restart(w, f"no trajectory for {self.timeout:g} s")
-                for conn in ready:
-                    w = by_conn[id(conn)]
-                    if w["conn"] is not conn:
-                        continue                      # restarted above
-                    try:
-                        msg = conn.recv()
-                    except (EOFError, OSError):
-                        code = w["proc"].exitcode if w["proc"] is not None else None
-                        self._restart(w, f"process exited with code {code}")
-                        continue
-                    w["deadline"] = time.monotonic() + self.timeout
-                    if msg[0] == "error":           # the env cannot be built: restarting will not help
-                        raise RuntimeError(msg[1])
-                    if msg[0] == "crash":
-                        self._restart(w, "exception in the actor:\n" + msg[1])
-                        continue
-                    if msg[0] != "traj":
-                        continue
-                    _, slot, actor_id, version, rets, lens = msg
-                    yield self.views[slot], actor_id, version, rets, lens   # the learner copies it out
-                    try:
-                        conn.send(("slot", slot))   # the slot is free again
-                    except (OSError, ValueError):
-                        pass
-                    got += 1
-                    if got >= k:
-                        return
-        finally:
-            self.left = time.monotonic()
+        # A worker is silent when it sent nothing for ``timeout`` wall seconds since it last
+        # delivered or got a slot back, and has nothing waiting in its pipe now. A healthy worker
+        # is never blocked by the learner that long: its slots are freed as soon as they are
+        # copied out, and a trajectory finished while the learner learns waits in the pipe
+        # (ready). (Counting only the learner's waiting time, as before, let a stopped worker go
+        # unnoticed while the other workers kept the learner busy.)
+        got = 0
+        while got < k:
+            by_conn = {id(w["conn"]): w for w in self.workers}
+            ready = wait([w["conn"] for w in self.workers], timeout=self.timeout)
+            now = time.monotonic()
+            for w in self.workers:
+                if now > w["deadline"] and w["conn"] not in ready:
+                    self._restart(w, f"no trajectory for {self.timeout:g} s")
+            for conn in ready:
+                w = by_conn[id(conn)]
+                if w["conn"] is not conn:
+                    continue                      # restarted above
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    code = w["proc"].exitcode if w["proc"] is not None else None
+                    self._restart(w, f"process exited with code {code}")
+                    continue
+                w["deadline"] = time.monotonic() + self.timeout
+                if w.pop("starting", False):
+                    # The fork server is up (it imported torch for this worker): a sibling that is
+                    # still starting needs seconds, not the first start-up's grace.
+                    for other in self.workers:
+                        if other.get("starting"):
+                            other["deadline"] = min(other["deadline"], time.monotonic() + max(self.timeout, 10.0))
+                if msg[0] == "error":           # the env cannot be built: restarting will not help
+                    raise RuntimeError(msg[1])
+                if msg[0] == "crash":
+                    self._restart(w, "exception in the actor:\n" + msg[1])
+                    continue
+                if msg[0] != "traj":
+                    continue
+                _, slot, actor_id, version, rets, lens = msg
+                yield self.views[slot], actor_id, version, rets, lens   # the learner copies it out
+                try:
+                    conn.send(("slot", slot))   # the slot is free again
+                except (OSError, ValueError):
+                    pass
+                if w["conn"] is conn:
+                    w["deadline"] = max(w["deadline"], time.monotonic() + self.timeout)
+                got += 1
+                if got >= k:
+                    return
 
     def close(self) -> None:
         if self.closed:
