@@ -21,12 +21,13 @@ learning_rate=2.5e-4)`` and ``A2C(env_id="CartPole-v1", n_envs=8, n_steps=5, lea
 gae_lambda=1.0)``, as a user writes them (compiled collection and, for PPO, compiled update: the
 defaults), beside the same calls with ``compiled_collection=False`` (the torch collector) and
 SB3's PPO / A2C with the same settings; one torch thread, interleaved rounds. Goal (issue 18):
->= 4x SB3 for both.
+>= 4x SB3 for both. A2C's rows also run the call with ``compiled_update=False`` (the torch
+update) to show what the compiled update gives; ``--algos`` runs one algorithm's rows.
 
     .venv/bin/python benchmarks/bench_ppo.py            # full: 5 seeds, zoo budgets (long)
     .venv/bin/python benchmarks/bench_ppo.py --quick    # or RLOX_BENCH_QUICK=1: 2 seeds, short
     .venv/bin/python benchmarks/bench_ppo.py --only throughput [--rounds 3]
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_ppo.py --only guide [--rounds 5]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_ppo.py --only guide [--rounds 5] [--algos a2c]
 """
 from __future__ import annotations
 
@@ -299,14 +300,15 @@ def _run_sb3_a2c(cfg: dict, seed: int, steps: int) -> tuple[int, float, float, d
     return model.num_timesteps, w2 - w, c2 - c, {}
 
 
-def guide(table: Table, ppo_steps: int, a2c_steps: int, rounds: int) -> None:
+def guide(table: Table, ppo_steps: int, a2c_steps: int, rounds: int, algos: tuple[str, ...] = ("ppo", "a2c")) -> None:
     """The guide's PPO and A2C calls against SB3 with the same settings (see the module
     docstring); interleaved rounds, median steps/s, per-round ratio ranges."""
-    header(f"throughput: the guide's PPO ({ppo_steps} steps) and A2C ({a2c_steps} steps) calls on CartPole-v1, "
-           f"{rounds} rounds interleaved")
+    header(f"throughput: the guide's " + " and ".join(
+        f"{a.upper()} ({ppo_steps if a == 'ppo' else a2c_steps} steps)" for a in algos)
+        + f" calls on CartPole-v1, {rounds} rounds interleaved")
     from rlox.algorithms import A2C, PPO
 
-    runs = {
+    all_runs = {
         "ppo": lambda seed: _run_rlox(lambda: PPO(env_id="CartPole-v1", seed=seed, **GUIDE_PPO), ppo_steps),
         "ppo_torch_collect": lambda seed: _run_rlox(
             lambda: PPO(env_id="CartPole-v1", seed=seed, compiled_collection=False, **GUIDE_PPO), ppo_steps),
@@ -314,8 +316,11 @@ def guide(table: Table, ppo_steps: int, a2c_steps: int, rounds: int) -> None:
         "a2c": lambda seed: _run_rlox(lambda: A2C(env_id="CartPole-v1", seed=seed, **GUIDE_A2C), a2c_steps),
         "a2c_torch_collect": lambda seed: _run_rlox(
             lambda: A2C(env_id="CartPole-v1", seed=seed, compiled_collection=False, **GUIDE_A2C), a2c_steps),
+        "a2c_torch_update": lambda seed: _run_rlox(
+            lambda: A2C(env_id="CartPole-v1", seed=seed, compiled_update=False, **GUIDE_A2C), a2c_steps),
         "sb3_a2c": lambda seed: _run_sb3_a2c(GUIDE_A2C, seed, a2c_steps),
     }
+    runs = {k: f for k, f in all_runs.items() if k.split("_")[0] in algos or k.split("_")[-1] in algos}
     res = _interleave(runs, rounds)
 
     def rate(key: str) -> float:
@@ -330,14 +335,18 @@ def guide(table: Table, ppo_steps: int, a2c_steps: int, rounds: int) -> None:
 
     rows = [("ppo", "sb3_ppo", "SB3 PPO", "PPO guide call (defaults: compiled collection + update)", 4.0),
             ("ppo_torch_collect", "sb3_ppo", "SB3 PPO", "PPO guide call, compiled_collection=False", None),
-            ("a2c", "sb3_a2c", "SB3 A2C", "A2C guide call (default: compiled collection)", 4.0),
-            ("a2c_torch_collect", "sb3_a2c", "SB3 A2C", "A2C guide call, compiled_collection=False", None)]
+            ("a2c", "sb3_a2c", "SB3 A2C", "A2C guide call (defaults: compiled collection + update)", 4.0),
+            ("a2c_torch_collect", "sb3_a2c", "SB3 A2C", "A2C guide call, compiled_collection=False", None),
+            ("a2c_torch_update", "sb3_a2c", "SB3 A2C", "A2C guide call, compiled_update=False", None)]
     for key, peer, peer_name, case, goal in rows:
-        table.add(case, rlox=rate(key), peer=rate(peer), peer_name=peer_name, goal=goal, unit="steps/s",
-                  note=per_round(key, peer) + collection(key))
-    for key, base in (("ppo", "ppo_torch_collect"), ("a2c", "a2c_torch_collect")):
-        table.add(f"{key.upper()} guide call: compiled vs torch collection", rlox=rate(key), peer=rate(base),
-                  peer_name="same call, compiled_collection=False", unit="steps/s", note=per_round(key, base))
+        if key in res:
+            table.add(case, rlox=rate(key), peer=rate(peer), peer_name=peer_name, goal=goal, unit="steps/s",
+                      note=per_round(key, peer) + collection(key))
+    for key, base, what in (("ppo", "ppo_torch_collect", "collection"), ("a2c", "a2c_torch_collect", "collection"),
+                            ("a2c", "a2c_torch_update", "update")):
+        if key in res:
+            table.add(f"{key.upper()} guide call: compiled vs torch {what}", rlox=rate(key), peer=rate(base),
+                      peer_name=f"same call, compiled_{what}=False", unit="steps/s", note=per_round(key, base))
 
 
 def main() -> None:
@@ -347,17 +356,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, help="number of seeds (default 5, quick 2)")
     parser.add_argument("--envs", nargs="*", default=list(LEARNING), help="learning envs")
     parser.add_argument("--rounds", type=int, help="throughput rounds (default 3, quick 2)")
+    parser.add_argument("--algos", nargs="+", choices=["ppo", "a2c"], default=["ppo", "a2c"],
+                        help="the guide section's algorithms (default both)")
     args = parser.parse_args()
     quick = args.quick or QUICK
     import torch
     torch.set_num_threads(1)
     # One results table per part, so re-running one part keeps the other's figures.
     name = {"learning": "ppo_learning", "throughput": "ppo", "guide": "ppo_guide"}.get(args.only or "", "ppo")
+    if args.only == "guide" and sorted(set(args.algos)) != ["a2c", "ppo"]:
+        name += "_" + "_".join(sorted(set(args.algos)))      # (ppo_guide_a2c: the full table keeps its rows)
     table = Table(name, "PPO: rlox vs Stable-Baselines3 and CleanRL-style PPO (" + (args.only or "learning and throughput") + ")")
     if args.only in (None, "throughput"):
         throughput(table, 5_000 if quick else 20_000, args.rounds or (2 if quick else 3))
     if args.only == "guide":
-        guide(table, 10_000 if quick else 50_000, 10_000 if quick else 50_000, args.rounds or (2 if quick else 5))
+        guide(table, 10_000 if quick else 50_000, 10_000 if quick else 50_000, args.rounds or (2 if quick else 5),
+              tuple(args.algos))
     if args.only in (None, "learning"):
         learning(table, args.seeds or (2 if quick else 5), quick, args.envs)
     table.finish()

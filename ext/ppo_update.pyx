@@ -1,5 +1,5 @@
-# HybridPPO's compiled update: PPO minibatch steps for the actor-critic MLPs of rlox.policies,
-# float32, without the GIL.
+# The compiled on-policy update of PPO (and HybridPPO) and A2C: minibatch steps for the
+# actor-critic MLPs of rlox.policies, float32, without the GIL.
 #
 # One step is exactly what rlox.losses.PPOLoss + loss.backward() + clip_grad_norm_ +
 # torch.optim.Adam.step() do in rlox.algorithms.ppo.PPO._update:
@@ -13,12 +13,17 @@
 #   -> backward through both MLPs (sgemm for dW and the input deltas, column sums for biases)
 #   -> global gradient-norm clipping -> Adam (bias-corrected, eps after the sqrt).
 #
+# A2C's step (loss="a2c", rlox.algorithms.a2c.A2C._update) is the same pipeline with its loss:
+# no ratio and no clipping, policy loss -(A log pi(a|s)).mean(), value loss 0.5 (R - V)^2,
+# entropy bonus, one step on the whole rollout; and with torch.optim.RMSprop
+# (optimizer="rmsprop": alpha, eps after the sqrt as torch places it) or Adam.
+#
 # Where torch's max/clamp have ties or boundaries, their gradient rules are followed: a tie of
 # torch.max sends half the gradient to each side, clamp passes the gradient on [lo, hi]
 # inclusive. The tests (tests/test_ppo_update_kernel.py) compare steps with torch.
 #
 # Memory: the kernel owns four flat float32 NumPy buffers of n_params values (parameters,
-# gradients, Adam's two moments), laid out in torch's parameter order for rlox.policies
+# gradients, Adam's two moments; RMSprop keeps its square average in the second one), laid out in torch's parameter order for rlox.policies
 # (log_std for a Gaussian head, critic layers, actor layers; each weight [out, in] row-major as
 # nn.Linear holds it). ``parameters()`` returns NumPy views into the parameter buffer, which HybridPPO hands
 # to its torch modules (``param.data = torch.from_numpy(view)``), so torch and the kernel read
@@ -36,22 +41,13 @@ from libc.string cimport memcpy
 from scipy.linalg.cython_blas cimport sgemm
 from _types cimport float32_t, int64_t, intp_t
 from _checks cimport exact_array
+from rlox_ppo cimport (rlox_bias_act_f32, rlox_tanh_grad_f32, rlox_colsum_f32, rlox_sumsq_f32,
+                      rlox_scale_f32, rlox_adam_f32, rlox_rmsprop_f32)
 from contextlib import contextmanager
 import numpy as np
 cimport numpy as cnp
 
 cnp.import_array()
-
-cdef extern from "rlox_ppo.h" nogil:
-    void rlox_bias_act_f32(float* y, const float* b, int64_t rows, int64_t cols, int apply_tanh)
-    void rlox_tanh_grad_f32(float* d, const float* h, int64_t n)
-    void rlox_colsum_f32(const float* a, int64_t rows, int64_t cols, float* out)
-    double rlox_sumsq_f32(const float* x, int64_t n)
-    void rlox_scale_f32(float* x, int64_t n, float s)
-    void rlox_adam_f32(float* p, float* m, float* v, const float* g, int64_t n,
-                       float one_minus_beta1, float beta2, float one_minus_beta2,
-                       float step_size, float bc2_sqrt, float eps)
-
 
 include "_threads.pxi"
 
@@ -79,9 +75,14 @@ cdef float32_t HALF_LOG_2PI = 0.91893853320467274  # 0.5 * log(2 pi)
 cdef float32_t ENT_CONST = 1.4189385332046727      # 0.5 + 0.5 * log(2 pi) (Gaussian entropy per dim)
 cdef intp_t INT_LIMIT = 2147483647                  # BLAS takes 32-bit ints
 
-# Metric slots, in PPOLoss's names.
+# Metric slots, in PPOLoss's names; A2C's update reports all but approx_kl and clip_fraction.
 METRICS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "loss",
            "explained_variance")
+A2C_METRICS = ("policy_loss", "value_loss", "entropy", "loss", "explained_variance")
+LOSSES = ("ppo", "a2c")
+OPTIMIZERS = ("adam", "rmsprop")
+# torch's optimizer state names of each optimizer's flat buffers (get/set_optimizer_state)
+OPTIMIZER_STATE = {"adam": ("exp_avg", "exp_avg_sq"), "rmsprop": ("square_avg",)}
 cdef enum:
     M_PG = 0
     M_V = 1
@@ -91,6 +92,12 @@ cdef enum:
     M_LOSS = 5
     M_EV = 6
     N_METRICS = 7
+
+cdef enum:
+    LOSS_PPO = 0
+    LOSS_A2C = 1
+    OPT_ADAM = 0
+    OPT_RMSPROP = 1
 
 
 # ----------------------------------------------------------------------------- MLP
@@ -194,8 +201,8 @@ def _array(x, str name, dtype, tuple shape):
 
 # ----------------------------------------------------------------------------- the kernel
 cdef class PPOUpdateKernel:
-    """PPO minibatch steps (PPOLoss + backward + grad-norm clip + Adam) for an actor-critic of
-    Tanh MLPs, compiled.
+    """On-policy update steps for an actor-critic of Tanh MLPs, compiled: PPO's minibatch steps
+    (PPOLoss + backward + grad-norm clip + Adam), or A2C's (its loss; RMSprop or Adam).
 
     Args:
         obs_dim: observation size (flattened).
@@ -203,9 +210,16 @@ cdef class PPOUpdateKernel:
         n_out: number of actions (``discrete``) or action size (Gaussian).
         discrete: Categorical head (True) or diagonal Gaussian with a state-independent
             ``log_std [n_out]`` (False).
-        vf_coef, ent_coef, clip_vloss, normalize_advantages: as ``rlox.losses.PPOLoss``.
+        vf_coef, ent_coef, clip_vloss, normalize_advantages: as ``rlox.losses.PPOLoss``
+            (A2C: ``clip_vloss`` must be False, its value loss is never clipped).
         max_grad_norm: global gradient-norm clip (torch's ``clip_grad_norm_``); <= 0: none.
-        betas, eps: Adam's (PPO uses eps=1e-5).
+        loss: "ppo" (PPOLoss: ratio, clipped surrogate) or "a2c" (A2C's loss: policy gradient
+            ``-(A log pi).mean()``, ``0.5 (R - V)^2``, entropy; no ratio, no clipping, so
+            ``old_log_probs`` and ``old_values`` are checked but not used).
+        optimizer: "adam" (``torch.optim.Adam``: ``betas``, ``eps``) or "rmsprop"
+            (``torch.optim.RMSprop`` without momentum or centring: ``alpha``, ``eps``).
+        betas, eps: Adam's (PPO uses eps=1e-5); eps is RMSprop's too (A2C: 1e-5).
+        alpha: RMSprop's smoothing constant (SB3's A2C: 0.99).
         blas_threads: the most BLAS threads ``run_epoch`` lets sgemm use: the BLAS is limited
             to ``min(blas_threads, rlox.get_num_threads())`` for the call (threadpoolctl), then
             restored; 0 leaves the BLAS's own setting alone. At these sizes one thread is
@@ -224,8 +238,10 @@ cdef class PPOUpdateKernel:
     cdef readonly bint discrete, clip_vloss, normalize_advantages
     cdef readonly intp_t n_params
     cdef intp_t log_std_off
-    cdef readonly double vf_coef, ent_coef, max_grad_norm, beta1, beta2, eps
-    cdef readonly int64_t adam_step
+    cdef readonly double vf_coef, ent_coef, max_grad_norm, beta1, beta2, eps, alpha
+    cdef readonly str loss, optimizer
+    cdef int loss_kind, opt_kind
+    cdef readonly int64_t opt_step    # optimizer steps taken (torch's state["step"])
     cdef readonly double last_grad_norm
     cdef readonly list layout
     # flat buffers [n_params] (NumPy arrays; the pointers below point into them)
@@ -286,9 +302,19 @@ cdef class PPOUpdateKernel:
 
     def __init__(self, int obs_dim, hidden, int n_out, bint discrete, *, double vf_coef=0.5,
                  double ent_coef=0.0, bint clip_vloss=True, bint normalize_advantages=True,
-                 double max_grad_norm=0.5, betas=(0.9, 0.999), double eps=1e-5, int blas_threads=1):
+                 double max_grad_norm=0.5, str loss="ppo", str optimizer="adam", betas=(0.9, 0.999),
+                 double eps=1e-5, double alpha=0.99, int blas_threads=1):
         if self.actor.dims != NULL:
             raise RuntimeError("PPOUpdateKernel is already initialised; create a new one")
+        if loss not in LOSSES:
+            raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
+        if loss == "a2c" and clip_vloss:
+            raise ValueError("clip_vloss=True clips the value loss around the old values, which A2C's "
+                             "loss never does; pass clip_vloss=False with loss='a2c'")
+        if not (isfinite(alpha) and 0.0 <= alpha < 1.0):
+            raise ValueError(f"alpha (RMSprop's smoothing constant) must be in [0, 1), got {alpha}")
         if obs_dim < 1:
             raise ValueError(f"obs_dim must be >= 1, got {obs_dim}")
         if n_out < 1:
@@ -317,7 +343,10 @@ cdef class PPOUpdateKernel:
         self.obs_dim, self.n_out, self.discrete = obs_dim, n_out, discrete
         self.vf_coef, self.ent_coef, self.max_grad_norm = vf_coef, ent_coef, max_grad_norm
         self.clip_vloss, self.normalize_advantages = clip_vloss, normalize_advantages
-        self.beta1, self.beta2, self.eps = b1, b2, eps
+        self.beta1, self.beta2, self.eps, self.alpha = b1, b2, eps, alpha
+        self.loss, self.optimizer = loss, optimizer
+        self.loss_kind = LOSS_A2C if loss == "a2c" else LOSS_PPO
+        self.opt_kind = OPT_RMSPROP if optimizer == "rmsprop" else OPT_ADAM
         self.max_width = max([obs_dim, n_out] + sizes)
         if self.max_width > 1 << 20:
             raise ValueError(f"layer widths up to {1 << 20} are supported, got {self.max_width}")
@@ -341,7 +370,7 @@ cdef class PPOUpdateKernel:
         self._v_arr = np.zeros(self.n_params, dtype=np.float32)
         cdef float32_t[::1] pv = self._params_arr, gv = self._grads_arr, mv = self._m_arr, vv = self._v_arr
         self.params, self.grads, self.m, self.v = &pv[0], &gv[0], &mv[0], &vv[0]
-        self.adam_step = 0
+        self.opt_step = 0
         self.last_grad_norm = NAN
         self._reset_metrics()
 
@@ -376,24 +405,67 @@ cdef class PPOUpdateKernel:
         out.flags.writeable = False
         return out
 
+    @property
+    def adam_step(self):
+        """The optimizer's step count (``opt_step``; the name from when Adam was the only one)."""
+        return int(self.opt_step)
+
+    @property
+    def optimizer_state_keys(self):
+        """torch's state names of the optimizer's flat buffers: ("exp_avg", "exp_avg_sq") for
+        Adam, ("square_avg",) for RMSprop."""
+        return OPTIMIZER_STATE[self.optimizer]
+
+    def get_optimizer_state(self):
+        """{"step": int, <each of optimizer_state_keys>: [n_params] float32} (copies), in
+        ``layout`` order, under torch's state names."""
+        out = {"step": int(self.opt_step)}
+        if self.opt_kind == OPT_ADAM:
+            out["exp_avg"] = self._m_arr.copy()
+            out["exp_avg_sq"] = self._v_arr.copy()
+        else:
+            out["square_avg"] = self._v_arr.copy()
+        return out
+
+    def set_optimizer_state(self, step, **buffers):
+        """Restore the optimizer: the step count and its buffers (flat float32 [n_params] in
+        ``layout`` order, named as ``optimizer_state_keys``: from ``get_optimizer_state`` or a
+        torch optimizer's state)."""
+        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
+            raise ValueError(f"step must be an int >= 0, got {step!r}")
+        keys = OPTIMIZER_STATE[self.optimizer]
+        if set(buffers) != set(keys):
+            raise ValueError(f"the {self.optimizer} optimizer's state is step and {', '.join(keys)}; got "
+                             f"{', '.join(sorted(buffers)) or 'no buffers'}")
+        arrs = {k: _array(buffers[k], k, np.float32, (self.n_params,)) for k in keys}
+        sq = keys[len(keys) - 1]            # the running average of squared gradients
+        if (arrs[sq] < 0).any() or not all(np.isfinite(a).all() for a in arrs.values()):
+            raise ValueError("exp_avg must be finite and exp_avg_sq finite and >= 0" if self.opt_kind == OPT_ADAM
+                             else "square_avg must be finite and >= 0")
+        self._guard()
+        if self.opt_kind == OPT_ADAM:
+            self._m_arr[:] = arrs["exp_avg"]
+            self._v_arr[:] = arrs["exp_avg_sq"]
+        else:
+            self._m_arr[:] = 0.0
+            self._v_arr[:] = arrs["square_avg"]
+        self.opt_step = int(step)
+
     def get_adam_state(self):
-        """{"step": int, "exp_avg": [n_params], "exp_avg_sq": [n_params]} (copies)."""
-        return {"step": int(self.adam_step), "exp_avg": self._m_arr.copy(),
-                "exp_avg_sq": self._v_arr.copy()}
+        """{"step": int, "exp_avg": [n_params], "exp_avg_sq": [n_params]} (copies); Adam only."""
+        self._need_adam("get_adam_state")
+        return self.get_optimizer_state()
 
     def set_adam_state(self, step, exp_avg, exp_avg_sq):
         """Restore Adam: the step count and both moments (flat float32 [n_params] in ``layout``
         order, e.g. from ``get_adam_state`` or a torch optimizer's state)."""
-        if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
-            raise ValueError(f"step must be an int >= 0, got {step!r}")
-        m = _array(exp_avg, "exp_avg", np.float32, (self.n_params,))
-        v = _array(exp_avg_sq, "exp_avg_sq", np.float32, (self.n_params,))
-        if (v < 0).any() or not (np.isfinite(m).all() and np.isfinite(v).all()):
-            raise ValueError("exp_avg must be finite and exp_avg_sq finite and >= 0")
-        self._guard()
-        self._m_arr[:] = m
-        self._v_arr[:] = v
-        self.adam_step = int(step)
+        self._need_adam("set_adam_state")
+        self.set_optimizer_state(step, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq)
+
+    def _need_adam(self, str what):
+        if self.opt_kind != OPT_ADAM:
+            raise ValueError(f"{what} is for optimizer='adam'; this kernel steps with "
+                             f"{self.optimizer!r}: use get_optimizer_state / set_optimizer_state")
 
     # ------------------------------------------------------------------ scratch
     cdef int _ensure_capacity(self, intp_t rows) except -1:
@@ -487,14 +559,15 @@ cdef class PPOUpdateKernel:
             self.b_act_i, self.b_act_f = NULL, &afv[0, 0]
         self._reset_metrics()
 
-    def run_epoch(self, order, int batch_size, double lr, double clip_eps, double kl_limit=INFINITY):
+    def run_epoch(self, order, int batch_size, double lr, clip_eps=None, double kl_limit=INFINITY):
         """One pass over the bound rollout in minibatches of ``batch_size`` rows (the last one
         smaller when it does not divide), in the row order ``order`` (int64 [m], indices into
         the rollout; None: 0..n-1).
 
-        Each minibatch is one step with learning rate ``lr`` and clip range ``clip_eps``.
+        Each minibatch is one step with learning rate ``lr`` and clip range ``clip_eps`` (PPO's,
+        required for loss="ppo"; A2C's loss has none: leave it None).
         Early stop (PPO's target_kl): a minibatch whose approx_kl exceeds ``kl_limit`` is not
-        stepped and ends the epoch. Returns True when that happened.
+        stepped and ends the epoch. Returns True when that happened (never with loss="a2c").
         """
         if self._batch is None:
             raise ValueError("no rollout bound; call bind(obs, actions, ...) first")
@@ -502,8 +575,20 @@ cdef class PPOUpdateKernel:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not (isfinite(lr) and lr >= 0):
             raise ValueError(f"lr must be a finite number >= 0, got {lr}")
-        if not (isfinite(clip_eps) and clip_eps > 0):
-            raise ValueError(f"clip_eps must be a finite number > 0, got {clip_eps}")
+        cdef double clip = 0.0
+        if self.loss_kind == LOSS_A2C:
+            if clip_eps is not None:
+                raise ValueError(f"clip_eps is PPO's clip range; A2C's loss (loss='a2c') has none: "
+                                 f"leave it None, got {clip_eps!r}")
+            if kl_limit != INFINITY:
+                raise ValueError(f"kl_limit is PPO's early stop (target_kl); A2C's loss (loss='a2c') has "
+                                 f"no approx_kl: leave it inf, got {kl_limit}")
+        else:
+            if clip_eps is None:
+                raise ValueError("clip_eps (PPO's clip range, > 0) is required for loss='ppo'")
+            clip = clip_eps
+            if not (isfinite(clip) and clip > 0):
+                raise ValueError(f"clip_eps must be a finite number > 0, got {clip_eps}")
         if isnan(kl_limit):
             raise ValueError("kl_limit must be a number (inf: no early stop), got nan")
         cdef const int64_t[::1] iv
@@ -533,7 +618,7 @@ cdef class PPOUpdateKernel:
                 start = 0
                 while start < m:
                     rows = bs if start + bs <= m else m - start
-                    stepped = self._minibatch(idx, start, <int>rows, lr, clip_eps, kl_limit)
+                    stepped = self._minibatch(idx, start, <int>rows, lr, clip, kl_limit)
                     if not stepped:
                         break
                     start += rows
@@ -566,20 +651,23 @@ cdef class PPOUpdateKernel:
                 limiter.restore_original_limits()
 
     def step(self, obs, actions, old_log_probs, advantages, returns, old_values, double lr,
-             double clip_eps, double kl_limit=INFINITY):
-        """One minibatch step on exactly these rows (``bind`` + a whole-batch ``run_epoch``).
-        Returns the step's metrics, or None when approx_kl exceeded ``kl_limit`` (no step)."""
+             clip_eps=None, double kl_limit=INFINITY):
+        """One minibatch step on exactly these rows (``bind`` + a whole-batch ``run_epoch``): A2C's
+        update of one rollout with loss="a2c". Returns the step's metrics, or None when
+        approx_kl exceeded ``kl_limit`` (no step)."""
         self.bind(obs, actions, old_log_probs, advantages, returns, old_values)
         stopped = self.run_epoch(None, self.b_n, lr, clip_eps, kl_limit)
         return None if stopped else self.metrics()
 
     def metrics(self):
         """Mean of each metric over the steps since ``bind`` (NaN entries skipped, as
-        ``nanmean``; NaN when all are NaN), by PPOLoss's names; {} before any step."""
+        ``nanmean``; NaN when all are NaN), by PPOLoss's names (loss="a2c": without approx_kl
+        and clip_fraction); {} before any step."""
         if self.n_updates == 0:
             return {}
+        names = A2C_METRICS if self.loss_kind == LOSS_A2C else METRICS
         return {name: (self.msum[k] / self.mcnt[k] if self.mcnt[k] else float("nan"))
-                for k, name in enumerate(METRICS)}
+                for k, name in enumerate(METRICS) if name in names}
 
     # ------------------------------------------------------------------ one minibatch
     cdef int _minibatch(self, const int64_t* idx, intp_t start, int B, double lr, double clip_eps,
@@ -632,18 +720,23 @@ cdef class PPOUpdateKernel:
             coef = <float32_t>self.max_grad_norm / (<float32_t>norm + <float32_t>1e-6)
             if coef < 1.0:
                 rlox_scale_f32(self.grads, self.n_params, coef)
-        # 7. Adam
-        self.adam_step += 1
-        cdef double bc1 = 1.0 - pow(self.beta1, <double>self.adam_step)
-        cdef double bc2 = 1.0 - pow(self.beta2, <double>self.adam_step)
-        rlox_adam_f32(self.params, self.m, self.v, self.grads, self.n_params,
-                      <float32_t>(1.0 - self.beta1), <float32_t>self.beta2, <float32_t>(1.0 - self.beta2),
-                      <float32_t>(lr / bc1), <float32_t>sqrt(bc2), <float32_t>self.eps)
+        # 7. the optimizer: Adam, or RMSprop (torch casts its Python-float scalars to float32)
+        self.opt_step += 1
+        cdef double bc1, bc2
+        if self.opt_kind == OPT_RMSPROP:
+            rlox_rmsprop_f32(self.params, self.v, self.grads, self.n_params, <float32_t>self.alpha,
+                             <float32_t>(1.0 - self.alpha), <float32_t>(-lr), <float32_t>self.eps)
+        else:
+            bc1 = 1.0 - pow(self.beta1, <double>self.opt_step)
+            bc2 = 1.0 - pow(self.beta2, <double>self.opt_step)
+            rlox_adam_f32(self.params, self.m, self.v, self.grads, self.n_params,
+                          <float32_t>(1.0 - self.beta1), <float32_t>self.beta2, <float32_t>(1.0 - self.beta2),
+                          <float32_t>(lr / bc1), <float32_t>sqrt(bc2), <float32_t>self.eps)
         self.n_updates += 1
         return 1
 
     cdef int _loss_rows(self, int B, double clip_eps, double kl_limit) noexcept nogil:
-        """PPOLoss on the B gathered rows after the forward pass. Writes d loss / d outputs to
+        """PPOLoss (or A2C's loss: loss="a2c") on the B gathered rows after the forward pass. Writes d loss / d outputs to
         s_dha (actor) and s_dhv (critic), the log_std gradient to grads, and adds the metrics;
         returns 0, leaving the gradients and metrics alone, when approx_kl > kl_limit."""
         cdef intp_t r, j
@@ -694,21 +787,26 @@ cdef class PPOUpdateKernel:
                     z = (self.s_act_f[r * no + j] - head[r * no + j]) / std[j]
                     logp_new += (<float32_t>-0.5 * z * z - logstd[j]) - HALF_LOG_2PI
                 ent = ent_row
-            # policy: clipped surrogate max(-A r, -A clip(r))
-            log_ratio = logp_new - self.s_logp[r]
-            ratio = expf(log_ratio)
-            pa = -adv * ratio
-            pb = -adv * (lo if ratio < lo else (hi if ratio > hi else ratio))
-            pg_sum += pa if pa >= pb else pb
-            kl_sum += <double>((ratio - <float32_t>1.0) - log_ratio)
-            if fabsf(ratio - <float32_t>1.0) > eps:
-                clip_n += 1.0
             ent_sum += ent
-            # torch.max's gradient: all to the larger side, half each on a tie; the clamp passes
-            # it on [lo, hi] inclusive
-            ca = <float32_t>1.0 if pa > pb else (<float32_t>0.5 if pa == pb else <float32_t>0.0)
-            cb = <float32_t>1.0 - ca if (lo <= ratio and ratio <= hi) else <float32_t>0.0
-            g_logp = inv_b * (-adv) * (ca + cb) * ratio
+            if self.loss_kind == LOSS_A2C:
+                # A2C: the policy gradient -(A log pi(a|s)).mean(), no ratio
+                pg_sum += -adv * logp_new
+                g_logp = inv_b * (-adv)
+            else:
+                # PPO: clipped surrogate max(-A r, -A clip(r))
+                log_ratio = logp_new - self.s_logp[r]
+                ratio = expf(log_ratio)
+                pa = -adv * ratio
+                pb = -adv * (lo if ratio < lo else (hi if ratio > hi else ratio))
+                pg_sum += pa if pa >= pb else pb
+                kl_sum += <double>((ratio - <float32_t>1.0) - log_ratio)
+                if fabsf(ratio - <float32_t>1.0) > eps:
+                    clip_n += 1.0
+                # torch.max's gradient: all to the larger side, half each on a tie; the clamp
+                # passes it on [lo, hi] inclusive
+                ca = <float32_t>1.0 if pa > pb else (<float32_t>0.5 if pa == pb else <float32_t>0.0)
+                cb = <float32_t>1.0 - ca if (lo <= ratio and ratio <= hi) else <float32_t>0.0
+                g_logp = inv_b * (-adv) * (ca + cb) * ratio
             # value: 0.5 (V - R)^2, or 0.5 max((V - R)^2, (V_clipped - R)^2)
             val = values[r]
             ret = self.s_ret[r]
@@ -752,8 +850,8 @@ cdef class PPOUpdateKernel:
         m_[M_PG] = pg
         m_[M_V] = vl
         m_[M_ENT] = en
-        m_[M_KL] = kl
-        m_[M_CLIP] = clip_n / B
+        m_[M_KL] = kl if self.loss_kind == LOSS_PPO else NAN     # (A2C: not reported)
+        m_[M_CLIP] = clip_n / B if self.loss_kind == LOSS_PPO else NAN
         m_[M_LOSS] = pg + self.vf_coef * vl - self.ent_coef * en
         # explained variance 1 - Var[R - V] / Var[R] (population variances, two passes); NaN
         # when Var[R] = 0

@@ -1,4 +1,4 @@
-/* Float32 loops of the compiled PPO update (ext/ppo_update.pyx): everything between its BLAS
+/* Float32 loops of the compiled PPO / A2C update (ext/ppo_update.pyx): everything between its BLAS
  * calls that touches a whole activation or parameter buffer.
  *
  *   rlox_bias_act_f32   y[r, j] = act(y[r, j] + b[j])     (act: Tanh or identity)
@@ -7,6 +7,7 @@
  *   rlox_sumsq_f32      sum_i x[i]^2, in double             (global gradient norm)
  *   rlox_scale_f32      x[i] *= s                           (gradient clipping)
  *   rlox_adam_f32       one torch.optim.Adam step over a flat buffer
+ *   rlox_rmsprop_f32    one torch.optim.RMSprop step over a flat buffer (A2C)
  *
  * Speed: each function is built three times on x86-64 Linux with GCC
  * (x86-64-v4 / AVX-512, x86-64-v3 / AVX2+FMA, baseline SSE2) and the loader picks the best one
@@ -206,6 +207,79 @@ static void rlox_adam_f32(float *p, float *m, float *v, const float *g, int64_t 
         rlox_adam_sse2(p, m, v, g, n, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps);
 #else
     rlox_adam_scalar(p, m, v, g, 0, n, one_minus_beta1, beta2, one_minus_beta2, step_size, bc2_sqrt, eps);
+#endif
+}
+
+/* One RMSprop step (Tieleman and Hinton, 2012) as torch.optim.RMSprop writes it (no momentum,
+ * not centred, no weight decay), over n parameters p with gradients g and square averages v:
+ *   v = alpha v + (1 - alpha) g^2        p += (-lr g) / (sqrt(v) + eps)
+ * torch's order of operations: _foreach_mul_(v, alpha), _foreach_addcmul_(v, g, g, 1 - alpha)
+ * (v + ((1 - alpha) g) g), sqrt, + eps, _foreach_addcdiv_(p, g, avg, -lr) (p + (-lr g) / avg).
+ * eps is added after the sqrt, as torch does (TF, and so OpenAI baselines, add it inside). As
+ * Adam above: x86 intrinsics for the sqrt loop, the same IEEE operations in every version. */
+static inline __attribute__((always_inline)) void rlox_rmsprop_scalar(
+        float *p, float *v, const float *g, int64_t i, int64_t n, float alpha, float one_minus_alpha,
+        float neg_lr, float eps) {
+    for (; i < n; i++) {
+        float gi = g[i];
+        float vi = v[i] * alpha;
+        vi = vi + (one_minus_alpha * gi) * gi;
+        v[i] = vi;
+        p[i] = p[i] + (neg_lr * gi) / (sqrtf(vi) + eps);
+    }
+}
+
+#ifdef RLOX_PPO_ADAM_X86
+#define RLOX_RMSPROP_VEC(W, LOAD, STORE, SET1, ADD, MUL, DIV, SQRT)                            \
+    {                                                                                         \
+        const W al = SET1(alpha), c = SET1(one_minus_alpha), nl = SET1(neg_lr), ep = SET1(eps); \
+        for (; i + (int64_t)(sizeof(W) / sizeof(float)) <= n; i += sizeof(W) / sizeof(float)) { \
+            W gi = LOAD(g + i), vi = MUL(LOAD(v + i), al);                                    \
+            vi = ADD(vi, MUL(MUL(c, gi), gi));                                                \
+            STORE(v + i, vi);                                                                 \
+            STORE(p + i, ADD(LOAD(p + i), DIV(MUL(nl, gi), ADD(SQRT(vi), ep))));              \
+        }                                                                                     \
+    }
+
+__attribute__((target("avx512f"))) static void rlox_rmsprop_avx512(
+        float *p, float *v, const float *g, int64_t n, float alpha, float one_minus_alpha, float neg_lr,
+        float eps) {
+    int64_t i = 0;
+    RLOX_RMSPROP_VEC(__m512, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_add_ps,
+                     _mm512_mul_ps, _mm512_div_ps, _mm512_sqrt_ps)
+    rlox_rmsprop_scalar(p, v, g, i, n, alpha, one_minus_alpha, neg_lr, eps);
+}
+
+__attribute__((target("avx"))) static void rlox_rmsprop_avx(
+        float *p, float *v, const float *g, int64_t n, float alpha, float one_minus_alpha, float neg_lr,
+        float eps) {
+    int64_t i = 0;
+    RLOX_RMSPROP_VEC(__m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_add_ps,
+                     _mm256_mul_ps, _mm256_div_ps, _mm256_sqrt_ps)
+    rlox_rmsprop_scalar(p, v, g, i, n, alpha, one_minus_alpha, neg_lr, eps);
+}
+
+static void rlox_rmsprop_sse2(
+        float *p, float *v, const float *g, int64_t n, float alpha, float one_minus_alpha, float neg_lr,
+        float eps) {
+    int64_t i = 0;
+    RLOX_RMSPROP_VEC(__m128, _mm_loadu_ps, _mm_storeu_ps, _mm_set1_ps, _mm_add_ps, _mm_mul_ps,
+                     _mm_div_ps, _mm_sqrt_ps)
+    rlox_rmsprop_scalar(p, v, g, i, n, alpha, one_minus_alpha, neg_lr, eps);
+}
+#endif
+
+static void rlox_rmsprop_f32(float *p, float *v, const float *g, int64_t n, float alpha,
+                             float one_minus_alpha, float neg_lr, float eps) {
+#ifdef RLOX_PPO_ADAM_X86
+    if (__builtin_cpu_supports("avx512f"))
+        rlox_rmsprop_avx512(p, v, g, n, alpha, one_minus_alpha, neg_lr, eps);
+    else if (__builtin_cpu_supports("avx"))
+        rlox_rmsprop_avx(p, v, g, n, alpha, one_minus_alpha, neg_lr, eps);
+    else
+        rlox_rmsprop_sse2(p, v, g, n, alpha, one_minus_alpha, neg_lr, eps);
+#else
+    rlox_rmsprop_scalar(p, v, g, 0, n, alpha, one_minus_alpha, neg_lr, eps);
 #endif
 }
 

@@ -337,6 +337,15 @@ class A2CConfig(_OnPolicyConfig):
     normalize_advantages: bool = _f(False, "normalise advantages per rollout")
     optimizer: Literal["rmsprop", "adam"] = _f("rmsprop", "optimizer (SB3: RMSprop, alpha 0.99, eps 1e-5)")
     rms_prop_eps: float = _f(1e-5, "RMSprop/Adam epsilon", gt=0)
+    compiled_update: bool | None = _f(None, "run the update in compiled code (PPOUpdateKernel, A2C's loss and "
+                                      "optimizer): None = where it can (CPU device, default Tanh MLP policy, "
+                                      "no gSDE), True = required, False = torch", optional=True)
+
+    def validate(self) -> None:
+        super().validate()
+        if self.compiled_update is not None and not isinstance(self.compiled_update, bool):
+            raise ValueError(f"A2CConfig.compiled_update must be True, False or None (None: compiled where "
+                             f"it can run), got {self.compiled_update!r}")
 
 
 @dataclass

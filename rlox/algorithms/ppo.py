@@ -98,6 +98,12 @@ class PPO(CompiledUpdateMixin, OnPolicyAlgorithm):
         self.loss_fn = PPOLoss(cfg.clip_eps, cfg.vf_coef, cfg.ent_coef, cfg.clip_vloss, cfg.normalize_advantages)
         self._setup_compiled_update()       # the kernel and its Adam, where compiled_update can run
 
+    def _update_kernel_options(self) -> dict[str, Any]:
+        """PPOLoss's settings for the compiled update (``rlox.algorithms._compiled_update``)."""
+        cfg = self.config
+        return dict(loss="ppo", vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef, clip_vloss=cfg.clip_vloss,
+                    normalize_advantages=cfg.normalize_advantages, max_grad_norm=cfg.max_grad_norm)
+
     def current_clip_eps(self) -> float:
         """The clip range now: ``clip_eps``, or decayed linearly to 0 with ``anneal_clip``."""
         cfg = self.config
