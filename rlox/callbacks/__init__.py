@@ -39,10 +39,10 @@ on_update_end(m)           after all of an iteration's minibatches, ``m``: the u
                            algorithms (A2C's "after update")
 =========================  ======================================================================
 
-PPO's compiled update (``compiled_update``) runs ``on_advantages``, ``on_epoch_end`` and
-``on_update_end`` as the torch update does; it has no torch loss per minibatch, so while a
-callback overrides ``on_minibatch_loss`` PPO switches to its torch update (``compiled_update``
-becomes False; Adam's state is carried over). See docs/hooks.md for examples.
+PPO's and A2C's compiled update (``compiled_update``) runs ``on_advantages``, ``on_epoch_end``
+and ``on_update_end`` as the torch update does; it has no torch loss per minibatch, so while a
+callback overrides ``on_minibatch_loss`` the algorithm switches to its torch update
+(``compiled_update`` becomes False; the optimizer's state is carried over). See docs/hooks.md.
 
 The package is split by concern (``base``: the contract; ``progress``, ``evaluation``,
 ``checkpoint``: the concrete callbacks); every name is importable from ``rlox.callbacks``.
