@@ -23,12 +23,13 @@
 # inclusive. The tests (tests/test_ppo_update_kernel.py) compare steps with torch.
 #
 # Memory: the kernel owns four flat float32 NumPy buffers of n_params values (parameters,
-# gradients, Adam's two moments; RMSprop keeps its square average in the second one), laid out in torch's parameter order for rlox.policies
-# (log_std for a Gaussian head, critic layers, actor layers; each weight [out, in] row-major as
-# nn.Linear holds it). ``parameters()`` returns NumPy views into the parameter buffer, which HybridPPO hands
-# to its torch modules (``param.data = torch.from_numpy(view)``), so torch and the kernel read
-# and write the same memory: there is nothing to copy. Scratch buffers are sized for the
-# largest minibatch seen and reused.
+# gradients, Adam's two moments; RMSprop keeps its square average in the second), laid out in
+# torch's parameter order for rlox.policies (log_std for a Gaussian head, critic layers, actor
+# layers; each weight [out, in] row-major as nn.Linear holds it). ``parameters()`` returns NumPy
+# views into the parameter buffer, which PPO and A2C hand to their torch modules
+# (``param.data = torch.from_numpy(view)``), so torch and the kernel read and write the same
+# memory: there is nothing to copy. Scratch buffers are sized for the largest minibatch seen
+# and reused. The tests (tests/test_a2c_compiled_update.py) compare A2C's steps with torch too.
 #
 # Matrix layout for sgemm (column-major BLAS on row-major arrays): a row-major [r, c] array
 # is the column-major [c, r] matrix, its transpose. So with W [out, in] and H [B, in]:
