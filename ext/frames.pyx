@@ -64,45 +64,39 @@ cdef void area_tab_fill(area_tab_t* tab) noexcept nogil:
 
 
 cdef void area_tab_pad(area_tab_t* tab) noexcept nogil:
-    cdef intp_t d, k, n = tab.dsize, j
-    for k in range(tab.kmax):
-        for d in range(n):
+    cdef intp_t d, k, n = tab.dsize, j, K = tab.kmax
+    for d in range(n):
+        for k in range(K):
             j = tab.start[d] + k
             if j < tab.start[d + 1]:
-                tab.pad_src[k * n + d] = <int>tab.src[j]
-                tab.pad_alpha[k * n + d] = tab.alpha[j]
+                tab.pad_src[d * K + k] = <int>tab.src[j]
+                tab.pad_alpha[d * K + k] = tab.alpha[j]
             else:
-                tab.pad_src[k * n + d] = 0
-                tab.pad_alpha[k * n + d] = 0
+                tab.pad_src[d * K + k] = 0
+                tab.pad_alpha[d * K + k] = 0
 
 
-cdef inline const uint8_t* _source_row(const uint8_t* last, const uint8_t* prev, intp_t sy,
-                                       const frame_geom_t* g, uint8_t* row) noexcept nogil:
-    """Source row ``sy`` pooled (max with prev) and converted (gray): ``row`` filled, or the
-    frame's own row when there is nothing to do."""
+cdef inline void _source_row(const uint8_t* last, const uint8_t* prev, intp_t sy,
+                             const frame_geom_t* g, uint8_t* row, float32_t* rowf) noexcept nogil:
+    """Source row ``sy`` pooled (max with prev), converted (gray) and widened to float32 into
+    ``rowf`` [W * c_out]; ``row`` [W * C + W] is byte scratch."""
     cdef intp_t x, n = g.W * g.C
     cdef const uint8_t* L = last + sy * n
     cdef const uint8_t* P
-    cdef uint32_t r, gr, b
+    cdef uint8_t* gray = row + n
+    if prev != NULL:                 # contiguous bytes: vectorised
+        P = prev + sy * n
+        for x in range(n):
+            row[x] = L[x] if L[x] > P[x] else P[x]
+        L = row
     if g.gray:
-        if prev == NULL:
-            for x in range(g.W):
-                r, gr, b = L[3 * x], L[3 * x + 1], L[3 * x + 2]
-                row[x] = <uint8_t>((r * R2Y + gr * G2Y + b * B2Y + (1 << (GRAY_SHIFT - 1))) >> GRAY_SHIFT)
-        else:
-            P = prev + sy * n
-            for x in range(g.W):
-                r = L[3 * x] if L[3 * x] > P[3 * x] else P[3 * x]
-                gr = L[3 * x + 1] if L[3 * x + 1] > P[3 * x + 1] else P[3 * x + 1]
-                b = L[3 * x + 2] if L[3 * x + 2] > P[3 * x + 2] else P[3 * x + 2]
-                row[x] = <uint8_t>((r * R2Y + gr * G2Y + b * B2Y + (1 << (GRAY_SHIFT - 1))) >> GRAY_SHIFT)
-        return row
-    if prev == NULL:
-        return L
-    P = prev + sy * n
+        for x in range(g.W):
+            gray[x] = <uint8_t>((<uint32_t>L[3 * x] * R2Y + <uint32_t>L[3 * x + 1] * G2Y
+                                 + <uint32_t>L[3 * x + 2] * B2Y + (1 << (GRAY_SHIFT - 1))) >> GRAY_SHIFT)
+        L = gray
+        n = g.W
     for x in range(n):
-        row[x] = L[x] if L[x] > P[x] else P[x]
-    return row
+        rowf[x] = <float32_t>L[x]
 
 
 cdef inline const uint8_t* _offset(const uint8_t* p, intp_t off) noexcept nogil:
@@ -111,36 +105,40 @@ cdef inline const uint8_t* _offset(const uint8_t* p, intp_t off) noexcept nogil:
     return p + off
 
 
-cdef inline void _hpass(const uint8_t* row, const area_tab_t* xt, intp_t cn,
+cdef inline void _hpass(const float32_t* rowf, const area_tab_t* xt, intp_t cn,
                         float32_t* hrow) noexcept nogil:
     """hrow[dx, c] = sum_k row[src[k], c] * alpha[k] over dx's entries, in float32, in
-    OpenCV's order (its buf[dx] starts at 0 and adds each product)."""
-    cdef intp_t dx, k, c, n = xt.dsize
+    OpenCV's order (its buf[dx] starts at 0 and adds each product; 0 + p == p, and the
+    padded entries add +0.0)."""
+    cdef intp_t dx, k, c, n = xt.dsize, K = xt.kmax
     cdef float32_t a
-    cdef const int* s
-    cdef const float32_t* al
-    if cn == 1:     # kmax sweeps over dx (entry 0 first: 0 + p == p), vectorisable
-        s, al = xt.pad_src, xt.pad_alpha
+    cdef const int* s = xt.pad_src
+    cdef const float32_t* al = xt.pad_alpha
+    if cn == 1 and K == 3:           # 160 -> 84 (and any scale in (1, 2]): unrolled
         for dx in range(n):
-            hrow[dx] = <float32_t>row[s[dx]] * al[dx]
-        for k in range(1, xt.kmax):
-            s, al = xt.pad_src + k * n, xt.pad_alpha + k * n
-            for dx in range(n):
-                hrow[dx] = hrow[dx] + <float32_t>row[s[dx]] * al[dx]
+            a = rowf[s[3 * dx]] * al[3 * dx]
+            a = a + rowf[s[3 * dx + 1]] * al[3 * dx + 1]
+            a = a + rowf[s[3 * dx + 2]] * al[3 * dx + 2]
+            hrow[dx] = a
+    elif cn == 1:
+        for dx in range(n):
+            a = rowf[s[K * dx]] * al[K * dx]
+            for k in range(1, K):
+                a = a + rowf[s[K * dx + k]] * al[K * dx + k]
+            hrow[dx] = a
     else:
-        for dx in range(xt.dsize):
+        for dx in range(n):
             for c in range(cn):
-                a = 0
-                for k in range(xt.start[dx], xt.start[dx + 1]):
-                    a = a + <float32_t>row[xt.src[k] * cn + c] * xt.alpha[k]
+                a = rowf[s[K * dx] * cn + c] * al[K * dx]
+                for k in range(1, K):
+                    a = a + rowf[s[K * dx + k] * cn + c] * al[K * dx + k]
                 hrow[dx * cn + c] = a
 
 
 cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_geom_t* g,
                          const area_tab_t* xt, const area_tab_t* yt, uint8_t* out,
-                         uint8_t* row, float32_t* hrow, float32_t* acc) noexcept nogil:
+                         uint8_t* row, float32_t* rowf, float32_t* hrow, float32_t* acc) noexcept nogil:
     cdef intp_t cn = g.c_out, n = g.w * cn, dy, j, x, cur = -1
-    cdef const uint8_t* src
     cdef float32_t beta, v
     # 1.5 * 2^23 as a float: (v + M) - M rounds v in [0, 2^22) half to even in float32
     # arithmetic, as OpenCV's cvRound (cvtss2si) does; both operands float so C stays in float.
@@ -149,8 +147,8 @@ cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_g
         for j in range(yt.start[dy], yt.start[dy + 1]):
             if yt.src[j] != cur:          # rows two output rows share are averaged once
                 cur = yt.src[j]
-                src = _source_row(last, prev, cur, g, row)
-                _hpass(src, xt, cn, hrow)
+                _source_row(last, prev, cur, g, row, rowf)
+                _hpass(rowf, xt, cn, hrow)
             beta = yt.alpha[j]
             if j == yt.start[dy]:
                 for x in range(n):
@@ -167,20 +165,23 @@ cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_g
 cdef struct plan_t:
     area_tab_t xt
     area_tab_t yt
-    uint8_t* row          # [n_scratch, W * C]
+    uint8_t* row          # [n_scratch, W * C + W]
+    float32_t* rowf       # [n_scratch, W * c_out]
     float32_t* hrow       # [n_scratch, w * c_out]
     float32_t* acc        # [n_scratch, w * c_out]
     intp_t row_len
+    intp_t rowf_len
     intp_t acc_len
     void* block           # the one allocation everything above points into
 
 
 cdef int _plan_init(plan_t* p, const frame_geom_t* g, intp_t n_scratch) except -1:
     cdef intp_t cx = area_tab_capacity(g.W, g.w), cy = area_tab_capacity(g.H, g.h)
-    p.row_len = g.W * g.C
+    p.row_len = g.W * g.C + g.W
+    p.rowf_len = g.W * g.c_out
     p.acc_len = g.w * g.c_out
     cdef size_t n_idx = <size_t>(g.w + 1 + cx + g.h + 1 + cy)
-    cdef size_t n_flt = <size_t>(cx + cy + 2 * n_scratch * p.acc_len + 2 * cx)
+    cdef size_t n_flt = <size_t>(cx + cy + n_scratch * (2 * p.acc_len + p.rowf_len) + 2 * cx)
     cdef size_t n_u8 = <size_t>(n_scratch * p.row_len)
     p.block = malloc(n_idx * sizeof(intp_t) + n_flt * sizeof(float32_t) + n_u8 + 16)
     if p.block == NULL:
@@ -195,6 +196,8 @@ cdef int _plan_init(plan_t* p, const frame_geom_t* g, intp_t n_scratch) except -
     fp += cx + cy
     p.hrow, p.acc = fp, fp + n_scratch * p.acc_len
     fp += 2 * n_scratch * p.acc_len
+    p.rowf = fp
+    fp += n_scratch * p.rowf_len
     p.xt.pad_alpha, p.xt.pad_src = fp, <int*>(fp + cx)     # kmax * w <= cx entries each
     fp += 2 * cx
     p.yt.pad_alpha, p.yt.pad_src = NULL, NULL
@@ -265,7 +268,7 @@ def preprocess_frame(frame, prev, out, *, grayscale=True):
     cdef const uint8_t* fp = <const uint8_t*>cnp.PyArray_DATA(a)
     cdef uint8_t* op = <uint8_t*>cnp.PyArray_DATA(o)
     with nogil:
-        preprocess_one(fp, pp, &g, &plan.xt, &plan.yt, op, plan.row, plan.hrow, plan.acc)
+        preprocess_one(fp, pp, &g, &plan.xt, &plan.yt, op, plan.row, plan.rowf, plan.hrow, plan.acc)
     free(plan.block)
     return o
 
@@ -311,11 +314,11 @@ def preprocess_frames(frames, prev, out, *, grayscale=True):
             for i in range(n):
                 preprocess_one(fp + i * in_len, _offset(pp, i * in_len), &g,
                                &plan.xt, &plan.yt, op + i * out_len, plan.row + i * plan.row_len,
-                               plan.hrow + i * plan.acc_len, plan.acc + i * plan.acc_len)
+                               plan.rowf + i * plan.rowf_len, plan.hrow + i * plan.acc_len, plan.acc + i * plan.acc_len)
     else:
         for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
             preprocess_one(fp + i * in_len, _offset(pp, i * in_len), &g,
                            &plan.xt, &plan.yt, op + i * out_len, plan.row + i * plan.row_len,
-                           plan.hrow + i * plan.acc_len, plan.acc + i * plan.acc_len)
+                           plan.rowf + i * plan.rowf_len, plan.hrow + i * plan.acc_len, plan.acc + i * plan.acc_len)
     free(plan.block)
     return o

@@ -31,10 +31,9 @@ cdef struct area_tab_t:
     float32_t* alpha         # [capacity] weight of entry k (a destination's weights sum to 1)
     intp_t ssize             # source length
     intp_t dsize             # destination length (1 <= dsize <= ssize)
-    # The same weights entry-major and padded to ``kmax`` entries per destination (weight 0 on
-    # source 0 after a destination's own entries; adding +0.0 leaves a float sum unchanged), so
-    # a one-channel pass runs as kmax vectorisable sweeps over the destinations:
-    # pad_src[k * dsize + d], pad_alpha[k * dsize + d].
+    # The same weights padded to ``kmax`` entries per destination (weight 0 on source 0 after
+    # a destination's own entries; adding +0.0 leaves a float sum unchanged), so a one-channel
+    # pass runs a fixed-length, unrollable loop: pad_src[d * kmax + k], pad_alpha[d * kmax + k].
     intp_t kmax
     int* pad_src
     float32_t* pad_alpha
@@ -64,8 +63,8 @@ cdef void area_tab_fill(area_tab_t* tab) noexcept nogil
 cdef void area_tab_pad(area_tab_t* tab) noexcept nogil
 
 # One frame: out[h, w, c_out] = area(gray?(max(last, prev))) (prev may be NULL: no max).
-# Scratch: ``row`` holds W * c_in uint8 (the pooled, converted source row), ``hrow`` and ``acc``
-# w * c_in floats each, where c_in is 1 when gray else C.
+# Scratch: ``row`` W * C + W uint8 (the pooled row, its gray conversion), ``rowf`` W * c_out
+# floats (the source row widened once), ``hrow`` and ``acc`` w * c_out floats each.
 cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_geom_t* g,
                          const area_tab_t* xt, const area_tab_t* yt, uint8_t* out,
-                         uint8_t* row, float32_t* hrow, float32_t* acc) noexcept nogil
+                         uint8_t* row, float32_t* rowf, float32_t* hrow, float32_t* acc) noexcept nogil
