@@ -123,6 +123,30 @@ def _cnn_floor_sps(channels_last: bool, reps: int = 2) -> float:
     return 1024 / float(np.median(times[1:]))
 
 
+def _rollout_obs_memory(n_envs: int = 8, n_steps: int = 128) -> tuple[float, float]:
+    """Peak bytes (tracemalloc; NumPy and torch CPU tensors from NumPy report to it) of one PPO
+    rollout's collection on ALE/Breakout-v5 (AtariWrapper, (4, 84, 84) uint8) with a NatureCNN
+    policy: observations kept uint8 (rlox's default for CNN policies) and as float32."""
+    import tracemalloc
+
+    from rlox.collectors import RolloutCollector
+    from rlox.policies import make_policy
+
+    peaks = []
+    for uint8 in (True, False):
+        col = RolloutCollector("ALE/Breakout-v5", n_envs=n_envs, seed=0)
+        col._uint8_images = uint8
+        pol = make_policy(col.observation_space, col.action_space)
+        col.reset()
+        tracemalloc.start()
+        batch = col.collect(pol, n_steps=n_steps, generator=torch.Generator().manual_seed(0))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert batch.obs.dtype == (torch.uint8 if uint8 else torch.float32)
+        col.close()
+    return peaks[0], peaks[1]
+
+
 def _frames_section(rounds: int, wrapper_steps: int) -> None:
     """Per-frame time of the frame kernel vs the OpenCV calls it replaces, and AtariWrapper with each."""
     import cv2
@@ -198,6 +222,12 @@ def _frames_section(rounds: int, wrapper_steps: int) -> None:
               note=f"{rounds} rounds x {wrapper_steps} steps; rounds kernel {np.round(ours).tolist()}, "
                    f"OpenCV {np.round(theirs).tolist()}; the step is mostly ALE emulation (4 frames)")
     table.finish()
+
+    header("PPO rollout observations, 8 envs x 128 steps of (4, 84, 84): peak memory of one collect")
+    u8, f32 = _rollout_obs_memory()
+    print(f"  uint8 {u8 / 1e6:.1f} MB, float32 {f32 / 1e6:.1f} MB: {f32 / u8:.2f}x less with uint8 "
+          f"(the obs buffer alone: {8 * 128 * 4 * 84 * 84 / 1e6:.1f} MB vs {4 * 8 * 128 * 4 * 84 * 84 / 1e6:.1f} MB)",
+          flush=True)
 
 
 def main() -> None:
