@@ -9,7 +9,7 @@
 # then accumulate it into the output row.
 from libc.math cimport ceil, floor
 from libc.stdlib cimport malloc, free
-from libc.stdint cimport uint32_t
+from libc.stdint cimport int64_t, uint32_t
 from cython.parallel cimport prange
 from _types cimport float32_t, intp_t, uint8_t
 from _checks cimport exact_array, output_array
@@ -19,6 +19,12 @@ cimport numpy as cnp
 cnp.import_array()
 
 include "_threads.pxi"
+
+cdef extern from "rlox_frames.h" nogil:
+    void rlox_gray_row(const uint8_t* rgb, uint8_t* gray, int64_t w, uint32_t r2y, uint32_t g2y,
+                       uint32_t b2y, uint32_t shift)
+    void rlox_area_row(const float32_t* row, const int* src, const float32_t* alpha, int64_t n,
+                       int64_t K, float32_t* out)
 
 
 # ---------------------------------------------------------------------- C helpers (nogil)
@@ -90,9 +96,7 @@ cdef inline void _source_row(const uint8_t* last, const uint8_t* prev, intp_t sy
             row[x] = L[x] if L[x] > P[x] else P[x]
         L = row
     if g.gray:
-        for x in range(g.W):
-            gray[x] = <uint8_t>((<uint32_t>L[3 * x] * R2Y + <uint32_t>L[3 * x + 1] * G2Y
-                                 + <uint32_t>L[3 * x + 2] * B2Y + (1 << (GRAY_SHIFT - 1))) >> GRAY_SHIFT)
+        rlox_gray_row(L, gray, g.W, R2Y, G2Y, B2Y, GRAY_SHIFT)
         L = gray
         n = g.W
     for x in range(n):
@@ -114,18 +118,8 @@ cdef inline void _hpass(const float32_t* rowf, const area_tab_t* xt, intp_t cn,
     cdef float32_t a
     cdef const int* s = xt.pad_src
     cdef const float32_t* al = xt.pad_alpha
-    if cn == 1 and K == 3:           # 160 -> 84 (and any scale in (1, 2]): unrolled
-        for dx in range(n):
-            a = rowf[s[3 * dx]] * al[3 * dx]
-            a = a + rowf[s[3 * dx + 1]] * al[3 * dx + 1]
-            a = a + rowf[s[3 * dx + 2]] * al[3 * dx + 2]
-            hrow[dx] = a
-    elif cn == 1:
-        for dx in range(n):
-            a = rowf[s[K * dx]] * al[K * dx]
-            for k in range(1, K):
-                a = a + rowf[s[K * dx + k]] * al[K * dx + k]
-            hrow[dx] = a
+    if cn == 1:
+        rlox_area_row(rowf, s, al, n, K, hrow)
     else:
         for dx in range(n):
             for c in range(cn):

@@ -1,0 +1,47 @@
+/* The frame kernel's two inner row loops (ext/frames.pyx), in C so that GCC can build them
+ * twice, for AVX2 and for the baseline, and pick one when the module loads (target_clones,
+ * an ifunc): both loops only vectorise with AVX2 (the RGB loop needs byte shuffles to split
+ * the interleaved channels, the area loop gathers). Each output element is computed with the
+ * same float32 operations in the same order in every clone (no FMA: the module is built with
+ * -ffp-contract=off), so results are identical whichever clone runs. */
+#ifndef RLOX_FRAMES_H
+#define RLOX_FRAMES_H
+#include <stdint.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define RLOX_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define RLOX_CLONES
+#endif
+
+/* gray[x] = (R2Y r + G2Y g + B2Y b + 2^(shift-1)) >> shift for the w RGB pixels of ``rgb``. */
+RLOX_CLONES static void rlox_gray_row(const uint8_t *restrict rgb, uint8_t *restrict gray, int64_t w,
+                                      uint32_t r2y, uint32_t g2y, uint32_t b2y, uint32_t shift) {
+    const uint32_t half = 1u << (shift - 1);
+    for (int64_t x = 0; x < w; x++)
+        gray[x] = (uint8_t)(((uint32_t)rgb[3 * x] * r2y + (uint32_t)rgb[3 * x + 1] * g2y
+                             + (uint32_t)rgb[3 * x + 2] * b2y + half) >> shift);
+}
+
+/* out[d] = sum_k row[src[d*K + k]] * alpha[d*K + k] for d < n, k < K, summed from k = 0 up
+ * (the first product is the start: 0 + p == p). */
+RLOX_CLONES static void rlox_area_row(const float *restrict row, const int *restrict src,
+                                      const float *restrict alpha, int64_t n, int64_t K,
+                                      float *restrict out) {
+    if (K == 3) {
+        for (int64_t d = 0; d < n; d++) {
+            float a = row[src[3 * d]] * alpha[3 * d];
+            a = a + row[src[3 * d + 1]] * alpha[3 * d + 1];
+            a = a + row[src[3 * d + 2]] * alpha[3 * d + 2];
+            out[d] = a;
+        }
+        return;
+    }
+    for (int64_t d = 0; d < n; d++) {
+        float a = row[src[K * d]] * alpha[K * d];
+        for (int64_t k = 1; k < K; k++)
+            a = a + row[src[K * d + k]] * alpha[K * d + k];
+        out[d] = a;
+    }
+}
+#endif
