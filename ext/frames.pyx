@@ -25,6 +25,8 @@ cdef extern from "rlox_frames.h" nogil:
                        uint32_t b2y, uint32_t shift)
     void rlox_area_row(const float32_t* row, const int* src, const float32_t* alpha, int64_t n,
                        int64_t K, float32_t* out)
+    void rlox_area_rows8(const uint8_t* const* rows, int64_t R, int64_t W, const int* src,
+                         const float32_t* alpha, int64_t n, int64_t K, float32_t* T, float32_t* out)
 
 
 # ---------------------------------------------------------------------- C helpers (nogil)
@@ -82,25 +84,22 @@ cdef void area_tab_pad(area_tab_t* tab) noexcept nogil:
                 tab.pad_alpha[d * K + k] = 0
 
 
-cdef inline void _source_row(const uint8_t* last, const uint8_t* prev, intp_t sy,
-                             const frame_geom_t* g, uint8_t* row, float32_t* rowf) noexcept nogil:
-    """Source row ``sy`` pooled (max with prev), converted (gray) and widened to float32 into
-    ``rowf`` [W * c_out]; ``row`` [W * C + W] is byte scratch."""
+cdef inline const uint8_t* _source_bytes(const uint8_t* last, const uint8_t* prev, intp_t sy,
+                                         const frame_geom_t* g, uint8_t* row) noexcept nogil:
+    """Source row ``sy`` pooled (max with prev) and converted (gray): W * c_out bytes, in
+    ``row`` [W * C + W] (scratch) or the frame itself when there is nothing to do."""
     cdef intp_t x, n = g.W * g.C
     cdef const uint8_t* L = last + sy * n
     cdef const uint8_t* P
-    cdef uint8_t* gray = row + n
     if prev != NULL:                 # contiguous bytes: vectorised
         P = prev + sy * n
         for x in range(n):
             row[x] = L[x] if L[x] > P[x] else P[x]
         L = row
     if g.gray:
-        rlox_gray_row(L, gray, g.W, R2Y, G2Y, B2Y, GRAY_SHIFT)
-        L = gray
-        n = g.W
-    for x in range(n):
-        rowf[x] = <float32_t>L[x]
+        rlox_gray_row(L, row + n, g.W, R2Y, G2Y, B2Y, GRAY_SHIFT)
+        L = row + n
+    return L
 
 
 cdef inline const uint8_t* _offset(const uint8_t* p, intp_t off) noexcept nogil:
@@ -132,24 +131,41 @@ cdef inline void _hpass(const float32_t* rowf, const area_tab_t* xt, intp_t cn,
 cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_geom_t* g,
                          const area_tab_t* xt, const area_tab_t* yt, uint8_t* out,
                          uint8_t* row, float32_t* rowf, float32_t* hrow, float32_t* acc) noexcept nogil:
-    cdef intp_t cn = g.c_out, n = g.w * cn, dy, j, x, cur = -1
+    cdef intp_t cn = g.c_out, n = g.w * cn, dy, j, x, r, R, lo = 0, hi = 0, stride = g.W * g.C + g.W
+    cdef const uint8_t* src
+    cdef const uint8_t* rows[8]
+    cdef const float32_t* h
     cdef float32_t beta, v
     # 1.5 * 2^23 as a float: (v + M) - M rounds v in [0, 2^22) half to even in float32
     # arithmetic, as OpenCV's cvRound (cvtss2si) does; both operands float so C stays in float.
     cdef float32_t M = 12582912.0
     for dy in range(g.h):
         for j in range(yt.start[dy], yt.start[dy + 1]):
-            if yt.src[j] != cur:          # rows two output rows share are averaged once
-                cur = yt.src[j]
-                _source_row(last, prev, cur, g, row, rowf)
-                _hpass(rowf, xt, cn, hrow)
+            # Each source row is averaged horizontally once: rows two output rows share are not
+            # redone. One channel: 8 rows at a time from the first one needed (``row``: 8
+            # rows of scratch bytes; ``hrow``: their 8 results; ``rowf``: the transposed block).
+            if not (lo <= yt.src[j] < hi):
+                lo = yt.src[j]
+                if cn == 1:
+                    R = g.H - lo if g.H - lo < 8 else 8
+                    for r in range(8):
+                        rows[r] = _source_bytes(last, prev, lo + r, g, row + r * stride) if r < R else rows[0]
+                    rlox_area_rows8(rows, R, g.W, xt.pad_src, xt.pad_alpha, g.w, xt.kmax, rowf, hrow)
+                    hi = lo + R
+                else:
+                    src = _source_bytes(last, prev, lo, g, row)
+                    for x in range(g.W * cn):
+                        rowf[x] = <float32_t>src[x]
+                    _hpass(rowf, xt, cn, hrow)
+                    hi = lo + 1
+            h = hrow + (yt.src[j] - lo) * n
             beta = yt.alpha[j]
             if j == yt.start[dy]:
                 for x in range(n):
-                    acc[x] = beta * hrow[x]
+                    acc[x] = beta * h[x]
             else:
                 for x in range(n):
-                    acc[x] = acc[x] + beta * hrow[x]
+                    acc[x] = acc[x] + beta * h[x]
         for x in range(n):
             v = (acc[x] + M) - M
             out[dy * n + x] = 255 if v >= 255 else (0 if v <= 0 else <uint8_t>v)
@@ -159,23 +175,25 @@ cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_g
 cdef struct plan_t:
     area_tab_t xt
     area_tab_t yt
-    uint8_t* row          # [n_scratch, W * C + W]
-    float32_t* rowf       # [n_scratch, W * c_out]
-    float32_t* hrow       # [n_scratch, w * c_out]
+    uint8_t* row          # [n_scratch, 8, W * C + W]
+    float32_t* rowf       # [n_scratch, 8 * W] (one channel) or [n_scratch, W * C]
+    float32_t* hrow       # [n_scratch, 8, w * c_out]
     float32_t* acc        # [n_scratch, w * c_out]
     intp_t row_len
     intp_t rowf_len
+    intp_t hrow_len
     intp_t acc_len
     void* block           # the one allocation everything above points into
 
 
 cdef int _plan_init(plan_t* p, const frame_geom_t* g, intp_t n_scratch) except -1:
     cdef intp_t cx = area_tab_capacity(g.W, g.w), cy = area_tab_capacity(g.H, g.h)
-    p.row_len = g.W * g.C + g.W
-    p.rowf_len = g.W * g.c_out
+    p.row_len = 8 * (g.W * g.C + g.W)               # 8 rows (the one-channel blocks)
+    p.rowf_len = 8 * g.W if g.c_out == 1 else g.W * g.c_out     # the transposed block / one row
     p.acc_len = g.w * g.c_out
+    p.hrow_len = 8 * p.acc_len
     cdef size_t n_idx = <size_t>(g.w + 1 + cx + g.h + 1 + cy)
-    cdef size_t n_flt = <size_t>(cx + cy + n_scratch * (2 * p.acc_len + p.rowf_len) + 2 * cx)
+    cdef size_t n_flt = <size_t>(cx + cy + n_scratch * (p.hrow_len + p.acc_len + p.rowf_len) + 2 * cx)
     cdef size_t n_u8 = <size_t>(n_scratch * p.row_len)
     p.block = malloc(n_idx * sizeof(intp_t) + n_flt * sizeof(float32_t) + n_u8 + 16)
     if p.block == NULL:
@@ -188,8 +206,8 @@ cdef int _plan_init(plan_t* p, const frame_geom_t* g, intp_t n_scratch) except -
     cdef float32_t* fp = <float32_t*>ip
     p.xt.alpha, p.yt.alpha = fp, fp + cx
     fp += cx + cy
-    p.hrow, p.acc = fp, fp + n_scratch * p.acc_len
-    fp += 2 * n_scratch * p.acc_len
+    p.hrow, p.acc = fp, fp + n_scratch * p.hrow_len
+    fp += n_scratch * (p.hrow_len + p.acc_len)
     p.rowf = fp
     fp += n_scratch * p.rowf_len
     p.xt.pad_alpha, p.xt.pad_src = fp, <int*>(fp + cx)     # kmax * w <= cx entries each
@@ -308,11 +326,11 @@ def preprocess_frames(frames, prev, out, *, grayscale=True):
             for i in range(n):
                 preprocess_one(fp + i * in_len, _offset(pp, i * in_len), &g,
                                &plan.xt, &plan.yt, op + i * out_len, plan.row + i * plan.row_len,
-                               plan.rowf + i * plan.rowf_len, plan.hrow + i * plan.acc_len, plan.acc + i * plan.acc_len)
+                               plan.rowf + i * plan.rowf_len, plan.hrow + i * plan.hrow_len, plan.acc + i * plan.acc_len)
     else:
         for i in prange(n, nogil=True, schedule="static", num_threads=n_threads):
             preprocess_one(fp + i * in_len, _offset(pp, i * in_len), &g,
                            &plan.xt, &plan.yt, op + i * out_len, plan.row + i * plan.row_len,
-                           plan.rowf + i * plan.rowf_len, plan.hrow + i * plan.acc_len, plan.acc + i * plan.acc_len)
+                           plan.rowf + i * plan.rowf_len, plan.hrow + i * plan.hrow_len, plan.acc + i * plan.acc_len)
     free(plan.block)
     return o

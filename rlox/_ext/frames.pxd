@@ -63,8 +63,9 @@ cdef void area_tab_fill(area_tab_t* tab) noexcept nogil
 cdef void area_tab_pad(area_tab_t* tab) noexcept nogil
 
 # One frame: out[h, w, c_out] = area(gray?(max(last, prev))) (prev may be NULL: no max).
-# Scratch: ``row`` W * C + W uint8 (the pooled row, its gray conversion), ``rowf`` W * c_out
-# floats (the source row widened once), ``hrow`` and ``acc`` w * c_out floats each.
+# Scratch: ``row`` 8 * (W * C + W) uint8 (pooled rows and their gray conversion), ``rowf``
+# 8 * W floats when c_out == 1 (8 source rows transposed, averaged horizontally as SIMD lanes)
+# else W * C (one widened row), ``hrow`` 8 * w * c_out floats, ``acc`` w * c_out floats.
 cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_geom_t* g,
                          const area_tab_t* xt, const area_tab_t* yt, uint8_t* out,
                          uint8_t* row, float32_t* rowf, float32_t* hrow, float32_t* acc) noexcept nogil
