@@ -8,41 +8,14 @@
 #define RLOX_FRAMES_H
 #include <stdint.h>
 
+#if defined(_MSC_VER) && !defined(restrict)
+#define restrict __restrict
+#endif
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define RLOX_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define RLOX_CLONES
-
-/* The same for 8 source rows at once, the rows as SIMD lanes (every row has the same weights):
- * out[r * n + d] for r < R (R <= 8; rows[r] for r >= R may repeat any valid row, their lanes
- * are dropped). T is scratch for 8 * W floats (the rows transposed and widened). Each lane
- * does exactly rlox_area_row's float operations in its order. */
-RLOX_CLONES static void rlox_area_rows8(const uint8_t *const *rows, int64_t R, int64_t W,
-                                        const int *restrict src, const float *restrict alpha,
-                                        int64_t n, int64_t K, float *restrict T, float *restrict out) {
-    const uint8_t *r0 = rows[0], *r1 = rows[1], *r2 = rows[2], *r3 = rows[3];
-    const uint8_t *r4 = rows[4], *r5 = rows[5], *r6 = rows[6], *r7 = rows[7];
-    for (int64_t x = 0; x < W; x++) {
-        float *t = T + 8 * x;
-        t[0] = (float)r0[x]; t[1] = (float)r1[x]; t[2] = (float)r2[x]; t[3] = (float)r3[x];
-        t[4] = (float)r4[x]; t[5] = (float)r5[x]; t[6] = (float)r6[x]; t[7] = (float)r7[x];
-    }
-    for (int64_t d = 0; d < n; d++) {
-        float a[8];
-        const float al0 = alpha[K * d];
-        const float *t0 = T + 8 * (int64_t)src[K * d];
-        for (int r = 0; r < 8; r++)
-            a[r] = t0[r] * al0;
-        for (int64_t k = 1; k < K; k++) {
-            const float al = alpha[K * d + k];
-            const float *t = T + 8 * (int64_t)src[K * d + k];
-            for (int r = 0; r < 8; r++)
-                a[r] = a[r] + t[r] * al;
-        }
-        for (int64_t r = 0; r < R; r++)
-            out[r * n + d] = a[r];
-    }
-}
 #endif
 
 /* gray[x] = (R2Y r + G2Y g + B2Y b + 2^(shift-1)) >> shift for the w RGB pixels of ``rgb``. */
