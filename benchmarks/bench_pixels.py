@@ -173,6 +173,14 @@ def _frames_section(rounds: int, wrapper_steps: int) -> None:
     def cv2_colour():        # ImagePreprocess(grayscale=False)
         colour[...] = cv2.resize(rgb[0, 0], (84, 84), interpolation=area)
 
+    stacked = np.ascontiguousarray(rgb[0, :4].transpose(1, 2, 0, 3).reshape(210, 160, 12))  # 4 RGB frames
+    gray4 = np.zeros((84, 84, 4), np.uint8)
+
+    def cv2_stacked():       # ImagePreprocess(grayscale=True) on (210, 160, 12), its OpenCV path
+        groups = np.ascontiguousarray(stacked.reshape(210, 160, 4, 3).transpose(2, 0, 1, 3))
+        for g in range(4):
+            gray4[..., g] = cv2.resize(cv2.cvtColor(groups[g], to_gray), (84, 84), interpolation=area)
+
     def cv2_gray8():
         for i in range(8):
             out8[i] = cv2.resize(np.maximum(gray[1, i], gray[0, i]), (84, 84), interpolation=area)
@@ -189,6 +197,8 @@ def _frames_section(rounds: int, wrapper_steps: int) -> None:
          cv2_rgb, lambda: F.preprocess_frame(rgb[0, 0], rgb[1, 0], stack[-1])),
         ("RGB 84x84, colour kept (ImagePreprocess), 1 thread", 1, 1,
          cv2_colour, lambda: F.preprocess_frame(rgb[0, 0], None, colour, grayscale=False)),
+        ("4 stacked RGB frames (210, 160, 12) -> gray (84, 84, 4) (ImagePreprocess), 1 thread", 4, 1,
+         cv2_stacked, lambda: F.preprocess_frame(stacked, None, gray4)),
         ("gray max-pool + 84x84, N=8 envs, 2 threads", 8, 2,
          cv2_gray8, lambda: F.preprocess_frames(gray[0], gray[1], out8)),
         ("RGB max-pool + gray + 84x84, N=8 envs, 2 threads", 8, 2,

@@ -87,7 +87,8 @@ cdef void area_tab_pad(area_tab_t* tab) noexcept nogil:
 cdef inline const uint8_t* _source_bytes(const uint8_t* last, const uint8_t* prev, intp_t sy,
                                          const frame_geom_t* g, uint8_t* row) noexcept nogil:
     """Source row ``sy`` pooled (max with prev) and converted (gray): W * c_out bytes, in
-    ``row`` [W * C + W] (scratch) or the frame itself when there is nothing to do."""
+    ``row`` [W * C + W * c_out] (scratch) or the frame itself when there is nothing to do. Gray
+    converts each group of 3 channels: [W, G, 3] is [W * G, 3], one gray byte per triple."""
     cdef intp_t x, n = g.W * g.C
     cdef const uint8_t* L = last + sy * n
     cdef const uint8_t* P
@@ -97,7 +98,7 @@ cdef inline const uint8_t* _source_bytes(const uint8_t* last, const uint8_t* pre
             row[x] = L[x] if L[x] > P[x] else P[x]
         L = row
     if g.gray:
-        rlox_gray_row(L, row + n, g.W, R2Y, G2Y, B2Y, GRAY_SHIFT)
+        rlox_gray_row(L, row + n, g.W * g.c_out, R2Y, G2Y, B2Y, GRAY_SHIFT)
         L = row + n
     return L
 
@@ -131,7 +132,7 @@ cdef inline void _hpass(const float32_t* rowf, const area_tab_t* xt, intp_t cn,
 cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_geom_t* g,
                          const area_tab_t* xt, const area_tab_t* yt, uint8_t* out,
                          uint8_t* row, float32_t* rowf, float32_t* hrow, float32_t* acc) noexcept nogil:
-    cdef intp_t cn = g.c_out, n = g.w * cn, dy, j, x, r, R, lo = 0, hi = 0, stride = g.W * g.C + g.W
+    cdef intp_t cn = g.c_out, n = g.w * cn, dy, j, x, r, R, lo = 0, hi = 0, stride = g.W * (g.C + g.c_out)
     cdef const uint8_t* src
     cdef const uint8_t* rows[8]
     cdef const float32_t* h
@@ -188,7 +189,7 @@ cdef struct plan_t:
 
 cdef int _plan_init(plan_t* p, const frame_geom_t* g, intp_t n_scratch) except -1:
     cdef intp_t cx = area_tab_capacity(g.W, g.w), cy = area_tab_capacity(g.H, g.h)
-    p.row_len = 8 * (g.W * g.C + g.W)               # 8 rows (the one-channel blocks)
+    p.row_len = 8 * g.W * (g.C + g.c_out)           # 8 rows (the one-channel blocks)
     p.rowf_len = 8 * g.W if g.c_out == 1 else g.W * g.c_out     # the transposed block / one row
     p.acc_len = g.w * g.c_out
     p.hrow_len = 8 * p.acc_len
@@ -234,12 +235,12 @@ cdef object _geometry(tuple src, tuple dst, bint grayscale, str src_name, str ou
     if g.H < 1 or g.W < 1 or g.C < 1:
         raise ValueError(f"{src_name} has shape {src}, expected a non-empty frame")
     g.gray = grayscale and len(src) == 3 and g.C != 1
-    if g.gray and g.C != 3:
-        raise ValueError(f"{src_name} has {g.C} channels, grayscale=True needs RGB (3 channels) or "
-                         f"gray (H, W) frames; pass grayscale=False to resize every channel")
-    g.c_out = 1 if g.gray else g.C
-    want = "(h, w)" if (len(src) == 2 or g.gray) else f"(h, w, {g.C})"
-    if len(dst) != (2 if want == "(h, w)" else 3) or (len(dst) == 3 and dst[2] != g.C):
+    if g.gray and g.C % 3 != 0:
+        raise ValueError(f"{src_name} has {g.C} channels, grayscale=True needs RGB channels in groups "
+                         f"of 3 (or gray (H, W) frames); pass grayscale=False to resize every channel")
+    g.c_out = g.C // 3 if g.gray else g.C
+    want = "(h, w)" if (len(src) == 2 or (g.gray and g.c_out == 1)) else f"(h, w, {g.c_out})"
+    if len(dst) != (2 if want == "(h, w)" else 3) or (len(dst) == 3 and dst[2] != g.c_out):
         raise ValueError(f"{out_name} has shape {dst}, expected {want} for {src_name} of shape {src} "
                          f"with grayscale={bool(grayscale)}")
     g.h, g.w = dst[0], dst[1]
@@ -252,11 +253,13 @@ cdef object _geometry(tuple src, tuple dst, bint grayscale, str src_name, str ou
 def preprocess_frame(frame, prev, out, *, grayscale=True):
     """One frame: ``out = area_resize(gray(max(frame, prev)))``, uint8, written into ``out``.
 
-    frame: [H, W] gray or [H, W, C] uint8 (RGB when C == 3). prev: the frame before it, same
-        shape, max-pooled with ``frame`` (Atari's flicker fix), or None for no pooling.
-    out: a writeable C-contiguous uint8 array [h, w] (gray in, or RGB with grayscale=True) or
-        [h, w, C], with h <= H and w <= W; e.g. one slot of a frame stack, ``stack[k]``.
-    grayscale: convert RGB to gray with OpenCV's RGB2GRAY fixed point before resizing.
+    frame: [H, W] gray or [H, W, C] uint8 (RGB when C == 3; C = 3G: G RGB frames stacked on the
+        channel axis). prev: the frame before it, same shape, max-pooled with ``frame`` (Atari's
+        flicker fix), or None for no pooling.
+    out: a writeable C-contiguous uint8 array, h <= H and w <= W: [h, w] for a gray frame or
+        RGB with grayscale=True, [h, w, G] for C = 3G > 3 with grayscale=True, else [h, w, C];
+        e.g. one slot of a frame stack, ``stack[k]``.
+    grayscale: convert each RGB triple to gray with OpenCV's RGB2GRAY fixed point first.
 
     Equals ``cv2.resize(cv2.cvtColor(np.maximum(frame, prev), cv2.COLOR_RGB2GRAY), (w, h),
     interpolation=cv2.INTER_AREA)`` bit for bit on x86-64 when H/h or W/w is not an integer

@@ -78,6 +78,24 @@ def test_random_sizes_match_cv2(H, W, fh, fw, seed, rgb):
     _assert_matches_cv2(out, _cv2_pipeline(a, b, h, w), f"{a.shape}->{(h, w)}")
 
 
+@pytest.mark.parametrize("groups", [2, 4])
+def test_stacked_rgb_frames_give_one_gray_channel_each(groups, n_threads):
+    """[H, W, 3G] (G RGB frames on the channel axis) -> [h, w, G]: gray per triple, then resize."""
+    rng = np.random.default_rng(groups)
+    a, b = _frame(rng, (210, 160, 3 * groups)), _frame(rng, (210, 160, 3 * groups))
+    out = np.empty((84, 84, groups), np.uint8)
+    F.preprocess_frame(a, b, out)
+    for g in range(groups):
+        _assert_matches_cv2(out[..., g], _cv2_pipeline(np.ascontiguousarray(a[..., 3 * g:3 * g + 3]),
+                                                       np.ascontiguousarray(b[..., 3 * g:3 * g + 3]), 84, 84),
+                            f"group {g}")
+    batch = np.empty((2, 84, 84, groups), np.uint8)
+    F.preprocess_frames(np.stack([a, b]), None, batch)
+    np.testing.assert_array_equal(batch[0], F.preprocess_frame(a, None, np.empty_like(out)))
+    with pytest.raises(ValueError, match=rf"expected \(h, w, {groups}\)"):
+        F.preprocess_frame(a, b, np.empty((84, 84), np.uint8))
+
+
 def test_constant_frames_stay_constant():
     for v in (0, 1, 128, 254, 255):
         out = np.empty((84, 84), np.uint8)
@@ -164,7 +182,7 @@ def test_bad_input_is_refused_with_a_clear_message():
         F.preprocess_frame(a, None, np.empty((84, 168), np.uint8)[:, ::2])
     with pytest.raises(ValueError, match=r"prev has shape \(210, 160\), expected frame's shape"):
         F.preprocess_frame(a, a[..., 0], out)
-    with pytest.raises(ValueError, match="4 channels, grayscale=True needs RGB"):
+    with pytest.raises(ValueError, match="4 channels, grayscale=True needs RGB channels in groups of 3"):
         F.preprocess_frame(np.zeros((210, 160, 4), np.uint8), None, out)
     with pytest.raises(ValueError, match="expected one frame"):
         F.preprocess_frame(np.zeros(10, np.uint8), None, out)
@@ -195,6 +213,13 @@ def test_wrappers_kernel_path_equals_opencv():
     gray = ImagePreprocess(env, 84, 84, grayscale=True).observation(stack)
     for g in range(4):
         _assert_matches_cv2(gray[..., g], _cv2_pipeline(stack[..., 3 * g:3 * g + 3], None, 84, 84), f"group {g}")
+    env.observation_space = gym.spaces.Box(0, 255, (210, 160, 3), np.uint8)    # one RGB frame
+    one = ImagePreprocess(env, 84, 84, grayscale=True).observation(stack[..., :3])
+    assert one.shape == (84, 84, 1)
+    _assert_matches_cv2(one[..., 0], _cv2_pipeline(np.ascontiguousarray(stack[..., :3]), None, 84, 84), "one")
+    env.observation_space = gym.spaces.Box(0, 255, (12, 210, 160), np.uint8)   # channel-first
+    chw = ImagePreprocess(env, 84, 84, grayscale=True).observation(np.ascontiguousarray(np.moveaxis(stack, -1, 0)))
+    np.testing.assert_array_equal(chw, np.moveaxis(gray, -1, 0))
     colour = resize_frames(stack[None], 84, 84)[0]       # cv2.resize itself takes at most 4 channels
     for g in range(4):
         want = cv2.resize(np.ascontiguousarray(stack[..., 3 * g:3 * g + 3]), (84, 84), interpolation=cv2.INTER_AREA)

@@ -41,14 +41,15 @@ cdef struct area_tab_t:
 
 cdef struct frame_geom_t:
     # One frame's shapes: source [H, W, C] (C = 1 for a gray [H, W] frame), destination
-    # [h, w, c_out] with c_out = 1 when grayscale converts C = 3 channels, else c_out = C.
+    # [h, w, c_out] with c_out = C / 3 when grayscale converts C = 3G channels (G RGB frames
+    # stacked on the channel axis), else c_out = C.
     intp_t H
     intp_t W
     intp_t C
     intp_t h
     intp_t w
     intp_t c_out
-    bint gray                # convert RGB (C = 3) to one gray channel before resizing
+    bint gray                # convert each RGB triple to one gray channel before resizing
 
 
 # Entries an area table over ``ssize -> dsize`` needs at most (each destination index adds
@@ -63,7 +64,7 @@ cdef void area_tab_fill(area_tab_t* tab) noexcept nogil
 cdef void area_tab_pad(area_tab_t* tab) noexcept nogil
 
 # One frame: out[h, w, c_out] = area(gray?(max(last, prev))) (prev may be NULL: no max).
-# Scratch: ``row`` 8 * (W * C + W) uint8 (pooled rows and their gray conversion), ``rowf``
+# Scratch: ``row`` 8 * W * (C + c_out) uint8 (pooled rows and their gray conversion), ``rowf``
 # 8 * W floats when c_out == 1 (8 source rows transposed, averaged horizontally as SIMD lanes)
 # else W * C (one widened row), ``hrow`` 8 * w * c_out floats, ``acc`` w * c_out floats.
 cdef void preprocess_one(const uint8_t* last, const uint8_t* prev, const frame_geom_t* g,

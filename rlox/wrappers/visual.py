@@ -228,12 +228,14 @@ class ImagePreprocess(gym.ObservationWrapper):
         hwc = obs if self.layout == "hwc" else np.moveaxis(obs, 0, -1)     # [H, W, C]
         h, w, c = hwc.shape
         if self.grayscale and c % 3 == 0 and c != self.channels_out:
-            groups = hwc.reshape(h, w, c // 3, 3).transpose(2, 0, 1, 3)     # [G, H, W, 3]
+            g = c // 3
             if area_kernel_applies(h, w, self.height, self.width):         # gray + resize, one pass
-                small = np.empty((c // 3, self.height, self.width), np.uint8)
-                _frames_kernel().preprocess_frames(np.ascontiguousarray(groups), None, small)
-            else:
-                small = resize_frames(_to_gray(groups), self.height, self.width)   # [G, h, w]
+                small = np.empty((self.height, self.width, g), np.uint8)      # [h, w, G]
+                _frames_kernel().preprocess_frame(hwc, None, small.reshape(self.height, self.width, g)
+                                                  if g > 1 else small[..., 0])
+                return np.ascontiguousarray(np.moveaxis(small, -1, 0)) if self.layout == "chw" else small
+            groups = hwc.reshape(h, w, g, 3).transpose(2, 0, 1, 3)         # [G, H, W, 3]
+            small = resize_frames(_to_gray(groups), self.height, self.width)   # [G, h, w]
             return small if self.layout == "chw" else np.ascontiguousarray(np.moveaxis(small, 0, -1))
         small = resize_frames(hwc[None], self.height, self.width)[0].reshape(self.height, self.width, c)
         return np.ascontiguousarray(np.moveaxis(small, -1, 0)) if self.layout == "chw" else small
