@@ -45,6 +45,11 @@ def _openmp_flags():
     return ["-fopenmp"], ["-fopenmp"]
 
 
+# Per-module extra compile flags. frames: no fused multiply-add, so its float32 sums round as
+# OpenCV's INTER_AREA does (bit-exact results; see rlox/_ext/frames.pxd).
+EXTRA_COMPILE_ARGS = {"frames": ["-ffp-contract=off"]}
+
+
 def _extensions():
     omp_compile, omp_link = _openmp_flags()
     only = {n for n in os.environ.get("RLOX_ONLY", "").split(",") if n}
@@ -59,7 +64,7 @@ def _extensions():
             [os.path.relpath(pyx, HERE)],
             include_dirs=[np.get_include(), "ext", "."],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-            extra_compile_args=opt + omp_compile,
+            extra_compile_args=opt + omp_compile + EXTRA_COMPILE_ARGS.get(name, []),
             extra_link_args=omp_link + ["-lm"],
         ))
     return exts

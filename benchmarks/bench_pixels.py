@@ -3,7 +3,14 @@
 1. Preprocessing: env steps/s of one Breakout env under rlox's ``AtariWrapper`` and under SB3's
    ``AtariWrapper`` + a 4-frame stack (both on ``ALE/Breakout-v5`` made with ``frameskip=1``:
    4 ALE frames, max-pool, 84x84 gray, stack per step), random actions.
-2. PPO training: steps/s of PPO with the RL Zoo Atari preset (8 envs x 128 steps, 4 epochs of
+2. Frame preprocessing (``--part frames``; table ``pixels_frames``): microseconds per frame of
+   rlox's frame kernel (``rlox._ext.frames``: max-pool, RGB2GRAY, INTER_AREA 210x160 -> 84x84
+   in one pass into the frame-stack slot) against the OpenCV calls it replaces
+   (``np.maximum`` + ``cv2.cvtColor`` + ``cv2.resize`` + the copy into the slot), one frame on
+   one thread and N=8 envs' frames on 2 threads (OpenCV's own thread pool at 2 threads, the
+   kernel's prange at 2); then ``AtariWrapper`` steps/s with the kernel and with its OpenCV
+   path (``use_frame_kernel=False``), in interleaved rounds.
+3. PPO training: steps/s of PPO with the RL Zoo Atari preset (8 envs x 128 steps, 4 epochs of
    batch 256, NatureCNN) on ``ALE/Pong-v5``: rlox ``Trainer("ppo", env="ALE/Pong-v5")`` against
    SB3's ``PPO("CnnPolicy")`` on ``make_atari_env`` + ``VecFrameStack(4)`` with the same
    hyperparameters. Goal (issue 15): >= 2x SB3.
@@ -11,45 +18,51 @@
 Contestants run in interleaved rounds in one process, one torch thread each, so load from other
 work on the machine falls on both; the table gives the median of the rounds.
 
-    .venv/bin/python benchmarks/bench_pixels.py [--rounds 3] [--steps 2048]
+    .venv/bin/python benchmarks/bench_pixels.py [--rounds 3] [--steps 2048] [--part all|frames|pixels]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-import torch
+# Before torch loads the OpenMP runtime (rlox sets this on import, but torch comes first here):
+# spinning workers on a busy machine turn a 2-thread prange of 300 us into milliseconds.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import QUICK, Table, header  # noqa: E402
+from _harness import QUICK, Table, header, measure  # noqa: E402
 
 GAME = "ALE/Pong-v5"
 PPO_HP = dict(n_steps=128, batch_size=256, n_epochs=4, learning_rate=2.5e-4, clip_range=0.1, ent_coef=0.01,
               vf_coef=0.5)
 
 
-def _wrapper_sps(kind: str, steps: int) -> float:
+def _wrapper_sps(kind: str, steps: int, clock=time.perf_counter) -> float:
     import gymnasium as gym
 
     from rlox.wrappers.visual import AtariWrapper, make_atari
 
-    if kind == "rlox":
+    if kind in ("rlox", "rlox-cv2"):
         env = AtariWrapper(make_atari("ALE/Breakout-v5"))
+        env.use_frame_kernel = kind == "rlox"
     else:
         from stable_baselines3.common.atari_wrappers import AtariWrapper as SB3Atari
 
         env = gym.wrappers.FrameStackObservation(SB3Atari(make_atari("ALE/Breakout-v5")), 4)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(steps):
         _, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
         if terminated or truncated:
             env.reset()
-    return steps / (time.perf_counter() - t0)
+    return steps / (clock() - t0)
 
 
 def _rlox_ppo_sps(steps: int) -> float:
@@ -110,14 +123,138 @@ def _cnn_floor_sps(channels_last: bool, reps: int = 2) -> float:
     return 1024 / float(np.median(times[1:]))
 
 
+def _rollout_obs_memory(n_envs: int = 8, n_steps: int = 128) -> tuple[float, float]:
+    """Peak bytes (tracemalloc; NumPy and torch CPU tensors from NumPy report to it) of one PPO
+    rollout's collection on ALE/Breakout-v5 (AtariWrapper, (4, 84, 84) uint8) with a NatureCNN
+    policy: observations kept uint8 (rlox's default for CNN policies) and as float32."""
+    import tracemalloc
+
+    from rlox.collectors import RolloutCollector
+    from rlox.policies import make_policy
+
+    peaks = []
+    for uint8 in (True, False):
+        col = RolloutCollector("ALE/Breakout-v5", n_envs=n_envs, seed=0)
+        col._uint8_images = uint8
+        pol = make_policy(col.observation_space, col.action_space)
+        col.reset()
+        tracemalloc.start()
+        batch = col.collect(pol, n_steps=n_steps, generator=torch.Generator().manual_seed(0))
+        peaks.append(tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+        assert batch.obs.dtype == (torch.uint8 if uint8 else torch.float32)
+        col.close()
+    return peaks[0], peaks[1]
+
+
+def _frames_section(rounds: int, wrapper_steps: int) -> None:
+    """Per-frame time of the frame kernel vs the OpenCV calls it replaces, and AtariWrapper with each."""
+    import cv2
+
+    import rlox
+    from rlox._ext import frames as F
+
+    table = Table("pixels_frames", "Frame preprocessing: rlox's frame kernel vs OpenCV, per frame")
+    rng = np.random.default_rng(0)
+    gray = rng.integers(0, 256, (2, 8, 210, 160), dtype=np.uint8)        # [last/prev, env, H, W]
+    rgb = rng.integers(0, 256, (2, 8, 210, 160, 3), dtype=np.uint8)
+    stack = np.zeros((4, 84, 84), np.uint8)
+    colour = np.zeros((84, 84, 3), np.uint8)
+    out8 = np.zeros((8, 84, 84), np.uint8)
+    area, to_gray = cv2.INTER_AREA, cv2.COLOR_RGB2GRAY
+
+    def cv2_gray():          # AtariWrapper's OpenCV path: ALE gray screens
+        stack[-1] = cv2.resize(np.maximum(gray[1, 0], gray[0, 0]), (84, 84), interpolation=area)
+
+    def cv2_rgb():           # SB3's MaxAndSkip + WarpFrame on RGB screens
+        stack[-1] = cv2.resize(cv2.cvtColor(np.maximum(rgb[1, 0], rgb[0, 0]), to_gray), (84, 84),
+                               interpolation=area)
+
+    def cv2_colour():        # ImagePreprocess(grayscale=False)
+        colour[...] = cv2.resize(rgb[0, 0], (84, 84), interpolation=area)
+
+    stacked = np.ascontiguousarray(rgb[0, :4].transpose(1, 2, 0, 3).reshape(210, 160, 12))  # 4 RGB frames
+    gray4 = np.zeros((84, 84, 4), np.uint8)
+
+    def cv2_stacked():       # ImagePreprocess(grayscale=True) on (210, 160, 12), its OpenCV path
+        groups = np.ascontiguousarray(stacked.reshape(210, 160, 4, 3).transpose(2, 0, 1, 3))
+        for g in range(4):
+            gray4[..., g] = cv2.resize(cv2.cvtColor(groups[g], to_gray), (84, 84), interpolation=area)
+
+    def cv2_gray8():
+        for i in range(8):
+            out8[i] = cv2.resize(np.maximum(gray[1, i], gray[0, i]), (84, 84), interpolation=area)
+
+    def cv2_rgb8():
+        for i in range(8):
+            out8[i] = cv2.resize(cv2.cvtColor(np.maximum(rgb[1, i], rgb[0, i]), to_gray), (84, 84),
+                                 interpolation=area)
+
+    cases = [
+        ("gray max-pool + 84x84 (ALE gray screens), 1 thread", 1, 1,
+         cv2_gray, lambda: F.preprocess_frame(gray[0, 0], gray[1, 0], stack[-1])),
+        ("RGB max-pool + gray + 84x84 (SB3 WarpFrame), 1 thread", 1, 1,
+         cv2_rgb, lambda: F.preprocess_frame(rgb[0, 0], rgb[1, 0], stack[-1])),
+        ("RGB 84x84, colour kept (ImagePreprocess), 1 thread", 1, 1,
+         cv2_colour, lambda: F.preprocess_frame(rgb[0, 0], None, colour, grayscale=False)),
+        ("4 stacked RGB frames (210, 160, 12) -> gray (84, 84, 4) (ImagePreprocess), 1 thread", 4, 1,
+         cv2_stacked, lambda: F.preprocess_frame(stacked, None, gray4)),
+        ("gray max-pool + 84x84, N=8 envs, 2 threads", 8, 2,
+         cv2_gray8, lambda: F.preprocess_frames(gray[0], gray[1], out8)),
+        ("RGB max-pool + gray + 84x84, N=8 envs, 2 threads", 8, 2,
+         cv2_rgb8, lambda: F.preprocess_frames(rgb[0], rgb[1], out8)),
+    ]
+    header("Frame preprocessing: time per frame, rlox kernel vs OpenCV (210x160 -> 84x84)")
+    before_rlox, before_cv2 = rlox.get_num_threads(), cv2.getNumThreads()
+    try:
+        for name, n, threads, peer_fn, rlox_fn in cases:
+            rlox.set_num_threads(threads)
+            cv2.setNumThreads(threads)
+            ours, theirs = [], []
+            for r in range(rounds):                  # interleaved: load falls on both
+                for fn, out in [(rlox_fn, ours), (peer_fn, theirs)][:: 1 if r % 2 == 0 else -1]:
+                    out.append(measure(fn, min_time=0.1, repeats=3) / n)
+            table.add(name, rlox=float(np.median(ours)), peer=float(np.median(theirs)),
+                      peer_name="OpenCV (np.maximum, cvtColor, resize)",
+                      note=f"{rounds} rounds; per frame; OpenCV {threads} thread(s) (cv2.setNumThreads), "
+                           f"rlox {threads} (rlox.set_num_threads); results equal bit for bit")
+    finally:
+        rlox.set_num_threads(before_rlox)
+        cv2.setNumThreads(before_cv2)
+
+    header("AtariWrapper: env steps per CPU second (Breakout, 4 frames per step), frame kernel vs its OpenCV path")
+    ours, theirs = [], []
+    for r in range(rounds):
+        for kind, out in [("rlox", ours), ("rlox-cv2", theirs)][:: 1 if r % 2 == 0 else -1]:
+            out.append(_wrapper_sps(kind, wrapper_steps, clock=time.process_time))
+    table.add("AtariWrapper step (Breakout), frame kernel, per CPU second", rlox=float(np.median(ours)),
+              peer=float(np.median(theirs)), peer_name="same, OpenCV path", unit="steps/s",
+              note=f"{rounds} rounds x {wrapper_steps} steps, CPU (process) time; rounds kernel "
+                   f"{np.round(ours).tolist()}, OpenCV {np.round(theirs).tolist()}; the step is mostly ALE "
+                   f"emulation (4 frames), the frame is one 210x160 -> 84x84 max-pool + resize")
+    table.finish()
+
+    header("PPO rollout observations, 8 envs x 128 steps of (4, 84, 84): peak memory of one collect")
+    u8, f32 = _rollout_obs_memory()
+    print(f"  uint8 {u8 / 1e6:.1f} MB, float32 {f32 / 1e6:.1f} MB: {f32 / u8:.2f}x less with uint8 "
+          f"(the obs buffer alone: {8 * 128 * 4 * 84 * 84 / 1e6:.1f} MB vs {4 * 8 * 128 * 4 * 84 * 84 / 1e6:.1f} MB)",
+          flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1 if QUICK else 3)
     ap.add_argument("--steps", type=int, default=1024 if QUICK else 2048,
                     help="PPO env steps per run (all 8 envs together)")
     ap.add_argument("--wrapper-steps", type=int, default=2000)
+    ap.add_argument("--part", choices=["all", "frames", "pixels"], default="all",
+                    help="frames: the frame-kernel table only; pixels: the wrapper and PPO table only")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    if args.part in ("all", "frames"):
+        _frames_section(args.rounds, args.wrapper_steps)
+    if args.part == "frames":
+        return
     table = Table("pixels", "Pixels: Atari preprocessing and PPO (NatureCNN) throughput, rlox vs SB3")
 
     header("AtariWrapper: env steps/s (Breakout, 4 frames per step)")

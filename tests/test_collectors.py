@@ -116,3 +116,46 @@ def test_bad_arguments():
     from rlox.wrappers import VecNormalize
     with pytest.raises(ValueError, match="normalisation is asked for twice"):
         RolloutCollector("CartPole-v1", normalize_obs=True, wrappers=[VecNormalize()])
+
+
+class _Frames(gym.Env):
+    """uint8 (4, 36, 36) frames whose pixels encode the step and a seeded draw; ends after 5 steps."""
+
+    observation_space = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def _obs(self):
+        return self.np_random.integers(0, 256, self.observation_space.shape, dtype=np.uint8)
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(action), self.t >= 5, False, {}
+
+
+def test_uint8_images_stay_uint8_for_a_cnn_policy():
+    from rlox.policies import make_policy
+
+    space, acts = _Frames.observation_space, _Frames.action_space
+    cnn = make_policy(space, acts)                       # "auto": NatureCNN for uint8 images
+    batches = {}
+    for name, pol in (("cnn", cnn), ("cnn-as-float", cnn)):
+        col = RolloutCollector([_Frames] * 2, n_envs=2, seed=0)
+        if name == "cnn-as-float":
+            col._uint8_images = False                   # the float32 path, for comparison
+        assert col.obs_dtype(pol) == (np.uint8 if name == "cnn" else np.float32)
+        batches[name] = col.collect(pol, n_steps=7, generator=torch.Generator().manual_seed(0))
+    u8, f32 = batches["cnn"], batches["cnn-as-float"]
+    assert u8.obs.dtype == torch.uint8 and f32.obs.dtype == torch.float32
+    assert u8.obs.shape == (14, 4, 36, 36) and u8.obs.element_size() * 4 == f32.obs.element_size()
+    torch.testing.assert_close(u8.obs.float(), f32.obs, rtol=0, atol=0)      # same pixels
+    for field in ("actions", "log_probs", "values", "advantages", "returns"):   # same rollout
+        torch.testing.assert_close(getattr(u8, field), getattr(f32, field))
+    # a policy without a CNN (it would read the floats), or normalised observations: float32
+    assert RolloutCollector([_Frames] * 2, n_envs=2, seed=0).obs_dtype(DiscretePolicy(5184, 3)) == np.float32
+    norm = RolloutCollector([_Frames] * 2, n_envs=2, seed=0, normalize_obs=True)
+    assert norm.obs_dtype(cnn) == np.float32

@@ -101,6 +101,22 @@ def _vec_step(actions):
     return env.step_all(actions)
 
 
+def _frame(frame, prev):
+    from rlox._ext.frames import preprocess_frame
+
+    return preprocess_frame(frame, prev, np.empty((5, 7), np.uint8))
+
+
+def _frames(frames, prev):
+    from rlox._ext.frames import preprocess_frames
+
+    return preprocess_frames(frames, prev, np.empty((len(frames), 5, 7), np.uint8))
+
+
+def u8(*shape):
+    return RNG.integers(0, 256, shape, dtype=np.uint8)
+
+
 # name -> (call, arrays). ``arrays`` are the keyword arguments that the variants transform.
 CASES = {
     "compute_gae": (lambda **a: rlox.compute_gae(**a, last_value=0.5, gamma=0.99, lam=0.95),
@@ -155,6 +171,8 @@ CASES = {
         obs=f32(4, 3), actions=np.array([0, 1, 1, 0], np.int64), old_log_probs=f32(4) - 1,
         advantages=f32(4), returns=f32(4), old_values=f32(4), order=np.array([3, 1, 0, 2], np.int64))),
     "VecEnv.step": (_vec_step, dict(actions=np.array([0, 1, 1, 0], np.int64))),
+    "preprocess_frame": (_frame, dict(frame=u8(12, 10, 3), prev=u8(12, 10, 3))),
+    "preprocess_frames": (_frames, dict(frames=u8(3, 12, 10), prev=u8(3, 12, 10))),
 }
 
 

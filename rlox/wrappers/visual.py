@@ -26,7 +26,7 @@ import numpy as np
 from gymnasium import spaces
 
 __all__ = ["FrameStack", "ImagePreprocess", "AtariWrapper", "DMControlWrapper", "DMC_ID", "make_atari",
-           "image_layout", "is_image_space", "is_atari_id", "resize_frames"]
+           "image_layout", "is_image_space", "is_atari_id", "resize_frames", "area_kernel_applies"]
 
 Layout = Literal["chw", "hwc", "hw"]
 
@@ -135,16 +135,43 @@ def _cv2():
     return cv2
 
 
+def area_kernel_applies(height_in: int, width_in: int, height: int, width: int) -> bool:
+    """Whether rlox's frame kernel (``rlox._ext.frames``) resizes ``height_in x width_in`` to
+    ``height x width``: a downscale (both sides no larger) that is not an integer factor in
+    both axes. There it equals OpenCV's ``INTER_AREA`` bit for bit (the same weights and float
+    sums) and is faster (``benchmarks/bench_pixels.py``); elsewhere OpenCV takes other code
+    paths (``resizeAreaFast`` for integer factors, bilinear-style upscaling), which the
+    wrappers keep by calling cv2. The integer test is OpenCV's own (``is_area_fast``)."""
+    if not (1 <= height <= height_in and 1 <= width <= width_in):
+        return False
+    sx, sy = 1.0 / (width / width_in), 1.0 / (height / height_in)
+    eps = np.finfo(np.float64).eps
+    return not (abs(sx - round(sx)) < eps and abs(sy - round(sy)) < eps)
+
+
 def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     """Resize ``[N, H, W]`` or ``[N, H, W, C]`` uint8 frames with area interpolation (OpenCV's
-    ``INTER_AREA``, what SB3's ``WarpFrame`` and gymnasium's ``AtariPreprocessing`` use)."""
-    cv2 = _cv2()
+    ``INTER_AREA``, what SB3's ``WarpFrame`` and gymnasium's ``AtariPreprocessing`` use).
+
+    Non-integer downscales (210x160 -> 84x84) run in rlox's frame kernel, all N frames in one
+    call split across ``rlox.set_num_threads`` threads, with OpenCV's exact results; other
+    sizes go through ``cv2.resize`` frame by frame."""
     frames = np.asarray(frames)
     out = np.empty((frames.shape[0], height, width, *frames.shape[3:]), dtype=frames.dtype)
+    if frames.dtype == np.uint8 and frames.ndim in (3, 4) and \
+            area_kernel_applies(frames.shape[1], frames.shape[2], height, width):
+        return _frames_kernel().preprocess_frames(frames, None, out, grayscale=False)
+    cv2 = _cv2()
     for i in range(frames.shape[0]):
         r = cv2.resize(frames[i], (width, height), interpolation=cv2.INTER_AREA)
         out[i] = r.reshape(out.shape[1:])
     return out
+
+
+def _frames_kernel():
+    from rlox._ext import frames
+
+    return frames
 
 
 def _to_gray(rgb: np.ndarray) -> np.ndarray:
@@ -163,6 +190,10 @@ class ImagePreprocess(gym.ObservationWrapper):
     ``(H, W, C)`` -> ``(height, width, C')``, ``(C, H, W)`` -> ``(C', height, width)``,
     ``(H, W)`` -> ``(height, width)``. Scaling to [0, 1] happens in the network (uint8 costs
     4x less memory in rollouts and replay).
+
+    Downscales by a non-integer factor (the usual 210x160 -> 84x84) run in rlox's frame kernel
+    (gray conversion and area resize in one pass, OpenCV's results bit for bit); integer
+    factors and upscaling use OpenCV (``area_kernel_applies`` says which).
     """
 
     def __init__(self, env: gym.Env, width: int = 84, height: int = 84, grayscale: bool = True) -> None:
@@ -197,9 +228,14 @@ class ImagePreprocess(gym.ObservationWrapper):
         hwc = obs if self.layout == "hwc" else np.moveaxis(obs, 0, -1)     # [H, W, C]
         h, w, c = hwc.shape
         if self.grayscale and c % 3 == 0 and c != self.channels_out:
-            groups = hwc.reshape(h, w, c // 3, 3).transpose(2, 0, 1, 3)     # [G, H, W, 3]
-            gray = _to_gray(groups)                                         # [G, H, W]
-            small = resize_frames(gray, self.height, self.width)            # [G, h, w]
+            g = c // 3
+            if area_kernel_applies(h, w, self.height, self.width):         # gray + resize, one pass
+                small = np.empty((self.height, self.width, g), np.uint8)      # [h, w, G]
+                _frames_kernel().preprocess_frame(hwc, None, small.reshape(self.height, self.width, g)
+                                                  if g > 1 else small[..., 0])
+                return np.ascontiguousarray(np.moveaxis(small, -1, 0)) if self.layout == "chw" else small
+            groups = hwc.reshape(h, w, g, 3).transpose(2, 0, 1, 3)         # [G, H, W, 3]
+            small = resize_frames(_to_gray(groups), self.height, self.width)   # [G, h, w]
             return small if self.layout == "chw" else np.ascontiguousarray(np.moveaxis(small, 0, -1))
         small = resize_frames(hwc[None], self.height, self.width)[0].reshape(self.height, self.width, c)
         return np.ascontiguousarray(np.moveaxis(small, -1, 0)) if self.layout == "chw" else small
@@ -257,6 +293,12 @@ class AtariWrapper(gym.Wrapper):
     ``gym.make("ALE/Pong-v5")`` skips 4) already skip in ALE without the max-pool; there
     ``frame_skip`` is taken as 1. ``make_atari`` makes them with ``frameskip=1``.
 
+    The max-pool and the 210x160 -> 84x84 area resize run as one pass of rlox's frame kernel
+    (``rlox._ext.frames.preprocess_frame``) that writes straight into the frame stack; it
+    equals ``cv2.resize(np.maximum(a, b), (84, 84), interpolation=cv2.INTER_AREA)`` bit for
+    bit. ``use_frame_kernel`` is True where the kernel applies (``area_kernel_applies``: any
+    non-integer downscale); set it to False to run the OpenCV path instead.
+
     ``info["raw_reward"]`` holds the unclipped reward of the step and ``info["lives"]`` the lives.
     """
 
@@ -284,7 +326,9 @@ class AtariWrapper(gym.Wrapper):
         self.fire_reset = bool(fire_reset) and len(meanings) >= 3 and meanings[1] == "FIRE"
         h, w = ale.getScreenDims()
         self._screens = np.zeros((2, h, w), dtype=np.uint8)     # the last two raw frames of a skip
-        self._frames: deque[np.ndarray] = deque(maxlen=self.frame_stack)
+        # the frame stack, oldest first; each step shifts it and writes the new frame in place
+        self._stack = np.zeros((self.frame_stack, self.screen_size, self.screen_size), dtype=np.uint8)
+        self.use_frame_kernel = area_kernel_applies(h, w, self.screen_size, self.screen_size)
         self._lives = 0
         self._game_over = True
         self._rng = np.random.default_rng()     # the no-op counts (seeded by reset(seed=...))
@@ -295,11 +339,23 @@ class AtariWrapper(gym.Wrapper):
     def _gray(self, out: np.ndarray) -> None:
         self.ale.getScreenGrayscale(out)
 
-    def _frame(self, pooled: np.ndarray) -> np.ndarray:
-        return resize_frames(pooled[None], self.screen_size, self.screen_size)[0]
+    def _frame(self, last: np.ndarray, prev: np.ndarray | None = None,
+                out: np.ndarray | None = None) -> np.ndarray:
+        """The 84x84 frame of ``max(last, prev)`` (``last`` alone when prev is None), written
+        into ``out`` (a fresh array when None)."""
+        if out is None:
+            out = np.empty((self.screen_size, self.screen_size), dtype=np.uint8)
+        if self.use_frame_kernel:
+            return _frames_kernel().preprocess_frame(last, prev, out)
+        pooled = last if prev is None else np.maximum(prev, last)
+        out[...] = _cv2().resize(pooled, (self.screen_size, self.screen_size),
+                                 interpolation=_cv2().INTER_AREA)
+        return out
 
-    def _skip_step(self, action) -> tuple[np.ndarray, float, bool, bool, dict]:
-        """MaxAndSkip: repeat ``action``, sum the rewards, max over the last two screens."""
+    def _skip_step(self, action) -> tuple[bool, float, bool, bool, dict]:
+        """MaxAndSkip: repeat ``action``, sum the rewards; the frame is the max over the last
+        two screens (``_screens[0]``, ``_screens[1]``) when the first flag is True, else
+        ``_screens[1]`` alone."""
         total, terminated, truncated, info = 0.0, False, False, {}
         n = self.frame_skip
         for t in range(n):
@@ -311,10 +367,9 @@ class AtariWrapper(gym.Wrapper):
                 self._gray(self._screens[1])
             if terminated or truncated:
                 break
-        pooled = self._screens[1] if n == 1 else np.maximum(self._screens[0], self._screens[1])
-        if n > 1 and t < n - 2:     # ended before the second-to-last frame: no pair to pool
-            pooled = self._screens[1]
-        return pooled, total, terminated, truncated, info
+        # n == 1, or ended before the second-to-last frame: no pair to pool
+        pool = n > 1 and t >= n - 2
+        return pool, total, terminated, truncated, info
 
     def _real_reset(self, seed, options) -> dict:
         _, info = self.env.reset(seed=seed, options=options)
@@ -346,27 +401,26 @@ class AtariWrapper(gym.Wrapper):
         self._game_over = False
         self._lives = self.ale.lives()
         self._gray(self._screens[1])
-        frame = self._frame(self._screens[1])
-        for _ in range(self.frame_stack):
-            self._frames.append(frame)
+        self._stack[:] = self._frame(self._screens[1], None, self._stack[-1])
         info = dict(info)
         info["lives"] = self._lives
-        return np.stack(self._frames, 0), info
+        return self._stack.copy(), info
 
     def step(self, action):
-        pooled, reward, terminated, truncated, info = self._skip_step(action)
+        pool, reward, terminated, truncated, info = self._skip_step(action)
         self._game_over = terminated or truncated
         lives = self.ale.lives()
         if self.terminal_on_life_loss and 0 < lives < self._lives:
             terminated = True       # EpisodicLife (Mnih et al., 2015)
         self._lives = lives
-        self._frames.append(self._frame(pooled))
+        self._stack[:-1] = self._stack[1:]      # oldest out (NumPy copies overlapping slices safely)
+        self._frame(self._screens[1], self._screens[0] if pool else None, self._stack[-1])
         info = dict(info)
         info["raw_reward"] = reward
         info["lives"] = lives
         if self.clip_reward:
             reward = float(np.sign(reward))     # ClipReward (Mnih et al., 2015)
-        return np.stack(self._frames, 0), reward, terminated, truncated, info
+        return self._stack.copy(), reward, terminated, truncated, info
 
 
 # ---------------------------------------------------------------------- DeepMind Control
