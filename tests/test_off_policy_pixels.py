@@ -270,3 +270,21 @@ def test_uint8_replay_bytes_per_transition():
         tracemalloc.stop()
     assert 2 * 3 * 64 * 64 <= per <= 2 * 3 * 64 * 64 + 64, per
     assert buf.capacity == cap
+
+
+def test_sac_images_with_mmap_replay_buffer(tmp_path):
+    """Image SAC on MmapReplayBuffer (newest transitions in memory, older ones in a file): uint8
+    rows spill to the file and are sampled from it."""
+    from rlox import Trainer
+    from rlox.buffers import MmapReplayBuffer
+
+    buf = MmapReplayBuffer(64, 400, act_dim=1, cold_path=str(tmp_path / "cold.bin"), obs_shape=(1, 36, 36),
+                           obs_dtype=np.uint8, seed=0)
+    t = Trainer("sac", env="RloxTestBar-v0", seed=0, buffer=buf, **{**FAST, "ent_coef": 0.05})
+    assert t.algo.buffer is buf
+    t.train(total_timesteps=160)
+    assert len(buf) == 160 and t.algo._n_updates > 0
+    sample = buf.sample(32, seed=0)
+    assert sample["obs"].dtype == np.uint8 and sample["obs"].shape == (32, 1, 36, 36)
+    assert (sample["indices"] >= 64).any()                      # some rows came from the cold file
+    buf.close()
