@@ -303,6 +303,10 @@ class OffPolicyAlgorithm(Algorithm):
         critic_in = self.encoder_target(next_obs)
         return (critic_in if self.actor_encoder_target is None else self.actor_encoder_target(next_obs)), critic_in
 
+    def _params(self, *names: str) -> list[torch.nn.Parameter]:
+        """The parameters of the modules named (attributes; those that are None are skipped), in order."""
+        return [p for name in names if getattr(self, name) is not None for p in getattr(self, name).parameters()]
+
     def _encoder_modules(self) -> dict[str, torch.nn.Module]:
         """The encoders that exist, by attribute name (for ``_modules``: saved with the model)."""
         names = ("encoder", "encoder_target", "actor_encoder", "actor_encoder_target")

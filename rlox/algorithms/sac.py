@@ -67,20 +67,17 @@ class SAC(OffPolicyAlgorithm):
                                             log_std_init=cfg.log_std_init).to(dev)
         self.critic = TwinQNetwork(in_dim, self.act_dim, cfg.hidden, n_critics=2).to(dev)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        enc = self._encoder_modules()
-        actor_params = [*self.actor.parameters(), *(enc["actor_encoder"].parameters() if "actor_encoder" in enc else ())]
-        critic_params = [*self.critic.parameters(), *(enc["encoder"].parameters() if "encoder" in enc else ())]
-        self.actor_optimizer = make_adam(actor_params, cfg.learning_rate)
-        self.critic_optimizer = make_adam(critic_params, cfg.learning_rate)
+        # An image encoder is trained by the optimiser of the network that owns it.
+        self.actor_optimizer = make_adam(self._params("actor", "actor_encoder"), cfg.learning_rate)
+        self.critic_optimizer = make_adam(self._params("critic", "encoder"), cfg.learning_rate)
         # Temperature alpha, learned in log space so it stays positive (Haarnoja et al., 2018, sec. 5);
         # target entropy -dim(A), their heuristic.
         self.target_entropy = float(-self.act_dim if cfg.target_entropy is None else cfg.target_entropy)
         self.log_alpha = torch.tensor(math.log(cfg.ent_coef), dtype=torch.float32, device=dev,
                                       requires_grad=cfg.auto_entropy)
         self.alpha_optimizer = make_adam([self.log_alpha], cfg.learning_rate) if cfg.auto_entropy else None
-        self._critic_params = critic_params
-        self._critic_target_params = [*self.critic_target.parameters(),
-                                      *(enc["encoder_target"].parameters() if "encoder_target" in enc else ())]
+        self._critic_params = self._params("critic", "encoder")
+        self._critic_target_params = self._params("critic_target", "encoder_target")
         self._sde_steps = 0
 
     def _modules(self) -> dict[str, torch.nn.Module]:

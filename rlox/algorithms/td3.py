@@ -71,14 +71,11 @@ class TD3(OffPolicyAlgorithm):
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic = TwinQNetwork(in_dim, self.act_dim, cfg.hidden, n_critics=2).to(dev)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-
-        def params(*names: str) -> list[torch.nn.Parameter]:
-            return [p for name in names if getattr(self, name) is not None for p in getattr(self, name).parameters()]
-
-        self.actor_optimizer = make_adam(params("actor", "actor_encoder"), cfg.learning_rate)
-        self.critic_optimizer = make_adam(params("critic", "encoder"), cfg.learning_rate)
-        self._online = params("critic", "actor", "encoder", "actor_encoder")
-        self._targets = params("critic_target", "actor_target", "encoder_target", "actor_encoder_target")
+        # An image encoder is trained by the optimiser of the network that owns it.
+        self.actor_optimizer = make_adam(self._params("actor", "actor_encoder"), cfg.learning_rate)
+        self.critic_optimizer = make_adam(self._params("critic", "encoder"), cfg.learning_rate)
+        self._online = self._params("critic", "actor", "encoder", "actor_encoder")
+        self._targets = self._params("critic_target", "actor_target", "encoder_target", "actor_encoder_target")
 
     def _modules(self) -> dict[str, torch.nn.Module]:
         return {"actor": self.actor, "actor_target": self.actor_target, "critic": self.critic,
