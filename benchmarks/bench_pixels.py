@@ -210,7 +210,7 @@ def main() -> None:
     ap.add_argument("--wrapper-steps", type=int, default=2000)
     ap.add_argument("--sections", nargs="+", choices=("atari", "sac"), default=["atari", "sac"],
                     help="atari: the AtariWrapper and PPO rows (table pixels); sac: the SAC rows (table pixels_sac)")
-    ap.add_argument("--sac-steps", type=int, default=300 if QUICK else 600, help="SAC env steps per run")
+    ap.add_argument("--sac-steps", type=int, default=200 if QUICK else 600, help="SAC env steps per run (the first 100 random)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if "sac" in args.sections:
