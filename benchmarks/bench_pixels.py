@@ -3,7 +3,7 @@
 1. Preprocessing: env steps/s of one Breakout env under rlox's ``AtariWrapper`` and under SB3's
    ``AtariWrapper`` + a 4-frame stack (both on ``ALE/Breakout-v5`` made with ``frameskip=1``:
    4 ALE frames, max-pool, 84x84 gray, stack per step), random actions.
-2. Frame preprocessing (``--part frames``; table ``pixels_frames``): microseconds per frame of
+2. Frame preprocessing (``--sections frames``; table ``pixels_frames``): microseconds per frame of
    rlox's frame kernel (``rlox._ext.frames``: max-pool, RGB2GRAY, INTER_AREA 210x160 -> 84x84
    in one pass into the frame-stack slot) against the OpenCV calls it replaces
    (``np.maximum`` + ``cv2.cvtColor`` + ``cv2.resize`` + the copy into the slot), one frame on
@@ -14,11 +14,19 @@
    batch 256, NatureCNN) on ``ALE/Pong-v5``: rlox ``Trainer("ppo", env="ALE/Pong-v5")`` against
    SB3's ``PPO("CnnPolicy")`` on ``make_atari_env`` + ``VecFrameStack(4)`` with the same
    hyperparameters. Goal (issue 15): >= 2x SB3.
+4. SAC from pixels (``--sections sac``, its own table ``pixels_sac``): env steps/s of SAC with a
+   NatureCNN on a synthetic 3x64x64 uint8 task (a bar whose column sets the target action), rlox
+   against SB3's ``SAC("CnnPolicy")``, same hyperparameters (batch 256, 256-256 MLPs, buffer 10k,
+   one gradient step per env step). SB3's default gives actor and critics a CNN each
+   (``share_features_extractor=False``), compared with rlox's ``share_encoder=False``; rlox's
+   default (the critics' encoder, detached for the actor) is a second row against the same SB3 run.
 
 Contestants run in interleaved rounds in one process, one torch thread each, so load from other
 work on the machine falls on both; the table gives the median of the rounds.
 
-    .venv/bin/python benchmarks/bench_pixels.py [--rounds 3] [--steps 2048] [--part all|frames|pixels]
+    .venv/bin/python benchmarks/bench_pixels.py [--rounds 3] [--steps 2048] [--sections frames atari sac]
+    .venv/bin/python benchmarks/bench_pixels.py --sections frames --rounds 5
+    .venv/bin/python benchmarks/bench_pixels.py --sections sac --rounds 3 --sac-steps 400
 """
 from __future__ import annotations
 
@@ -240,6 +248,90 @@ def _frames_section(rounds: int, wrapper_steps: int) -> None:
           f"(the obs buffer alone: {8 * 128 * 4 * 84 * 84 / 1e6:.1f} MB vs {4 * 8 * 128 * 4 * 84 * 84 / 1e6:.1f} MB)",
           flush=True)
 
+def _bar_env():
+    """The SAC rows' synthetic pixel task: 3x64x64 uint8 frames of an orange vertical bar at a
+    random column, one action in [-1, 1], reward ``-|a - x|`` for the bar's x; 50-step episodes."""
+    import gymnasium as gym
+
+    class Bar(gym.Env):
+        size = 64
+
+        def __init__(self):
+            self.observation_space = gym.spaces.Box(0, 255, (3, 64, 64), np.uint8)
+            self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+        def _obs(self):
+            img = np.zeros((3, 64, 64), np.uint8)
+            img[:, :, self.col:self.col + 4] = np.array([255, 160, 60], np.uint8)[:, None, None]
+            return img
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            self.col = int(self.np_random.integers(0, 61))
+            return self._obs(), {}
+
+        def step(self, action):
+            x = 2.0 * self.col / 60 - 1.0
+            reward = -abs(float(np.asarray(action).reshape(-1)[0]) - x)
+            self.t += 1
+            self.col = int(self.np_random.integers(0, 61))
+            return self._obs(), reward, False, self.t >= 50, {}
+
+    return Bar()
+
+
+SAC_ENV = "RloxBenchBar64-v0"
+SAC_HP = dict(buffer_size=10_000, learning_starts=100, batch_size=256, learning_rate=3e-4, gamma=0.99,
+              tau=0.005, train_freq=1, gradient_steps=1)
+
+
+def _rlox_sac_sps(steps: int, share_encoder: bool) -> tuple[float, float]:
+    from rlox import Trainer
+
+    trainer = Trainer("sac", env=SAC_ENV, seed=0, hidden=256, share_encoder=share_encoder,
+                      steps_per_iteration=steps, **SAC_HP)
+    t0, c0 = time.perf_counter(), time.process_time()
+    trainer.train(total_timesteps=steps)
+    return steps / (time.perf_counter() - t0), steps / (time.process_time() - c0)
+
+
+def _sb3_sac_sps(steps: int) -> tuple[float, float]:
+    from stable_baselines3 import SAC
+
+    model = SAC("CnnPolicy", _bar_env(), seed=0, device="cpu", verbose=0, **SAC_HP)
+    t0, c0 = time.perf_counter(), time.process_time()
+    model.learn(total_timesteps=steps)
+    return steps / (time.perf_counter() - t0), steps / (time.process_time() - c0)
+
+
+def _sac_section(rounds: int, steps: int) -> None:
+    import gymnasium as gym
+
+    if SAC_ENV not in gym.registry:
+        gym.register(SAC_ENV, entry_point=_bar_env)
+    table = Table("pixels_sac", "Pixels: SAC from 3x64x64 images (NatureCNN) throughput, rlox vs SB3")
+    header(f"SAC training from pixels: env steps/s ({steps} steps, {SAC_HP['learning_starts']} random, 1 torch thread)")
+    runs: dict[str, list[tuple[float, float]]] = {"separate": [], "shared": [], "sb3": []}
+    fns = {"separate": lambda: _rlox_sac_sps(steps, False), "shared": lambda: _rlox_sac_sps(steps, True),
+           "sb3": lambda: _sb3_sac_sps(steps)}
+    for r in range(rounds):
+        order = list(fns)[:: 1 if r % 2 == 0 else -1]
+        for name in order:
+            runs[name].append(fns[name]())
+            print(f"  round {r}: {name} {runs[name][-1][0]:.1f} steps/s wall, {runs[name][-1][1]:.1f} per CPU s",
+                  flush=True)
+    sb3_cpu = float(np.median([x[1] for x in runs["sb3"]]))
+    for name, case in (("separate", "SAC pixels, actor and critics each a CNN (share_encoder=False)"),
+                       ("shared", "SAC pixels, critics' CNN detached for the actor (share_encoder=True, default)")):
+        cpu = [a[1] / b[1] for a, b in zip(runs[name], runs["sb3"])]
+        table.add(case + ", per CPU second", rlox=float(np.median([x[1] for x in runs[name]])), peer=sb3_cpu,
+                  peer_name="SB3 SAC CnnPolicy (default: a CNN each)", unit="steps/s",
+                  note=f"{rounds} rounds x {steps} steps; CPU-time ratio per round {min(cpu):.2f}-{max(cpu):.2f}x; "
+                       f"wall rates rlox {np.round([x[0] for x in runs[name]], 1).tolist()}, SB3 "
+                       f"{np.round([x[0] for x in runs['sb3']], 1).tolist()}")
+    table.finish()
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -247,13 +339,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1024 if QUICK else 2048,
                     help="PPO env steps per run (all 8 envs together)")
     ap.add_argument("--wrapper-steps", type=int, default=2000)
-    ap.add_argument("--part", choices=["all", "frames", "pixels"], default="all",
-                    help="frames: the frame-kernel table only; pixels: the wrapper and PPO table only")
+    ap.add_argument("--sections", nargs="+", choices=("frames", "atari", "sac"), default=["frames", "atari", "sac"],
+                    help="frames: the frame kernel vs OpenCV (table pixels_frames); atari: the AtariWrapper and "
+                         "PPO rows (table pixels); sac: the SAC rows (table pixels_sac)")
+    ap.add_argument("--sac-steps", type=int, default=200 if QUICK else 600, help="SAC env steps per run (the first 100 random)")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    if args.part in ("all", "frames"):
+    if "frames" in args.sections:
         _frames_section(args.rounds, args.wrapper_steps)
-    if args.part == "frames":
+    if "sac" in args.sections:
+        _sac_section(args.rounds, args.sac_steps)
+    if "atari" not in args.sections:
         return
     table = Table("pixels", "Pixels: Atari preprocessing and PPO (NatureCNN) throughput, rlox vs SB3")
 

@@ -399,6 +399,8 @@ class _OffPolicyConfig(ConfigBase):
     train_freq: int = _f(1, "vector env steps between gradient phases", ge=1)
     gradient_steps: int = _f(1, "gradient steps per phase (-1: as many as env steps collected)", ge=-1)
     hidden: Any = _f(256, "hidden layer width (two layers) or a list of widths")
+    features_extractor: Literal["auto", "mlp", "nature", "impala"] = _f(
+        "auto", "observation encoder: auto (NatureCNN for uint8 images, else the MLP), mlp, nature, impala")
     steps_per_iteration: int = _f(1000, "env steps per training iteration (how often the logger and "
                                   "on_update run)", ge=1)
     precision: Literal["float32", "bfloat16"] = _f("float32", "dtype of the gradient steps' matrix products: "
@@ -421,6 +423,9 @@ class SACConfig(_OffPolicyConfig):
     sde_sample_freq: int = _f(-1, "gSDE: resample the exploration matrix every this many steps "
                               "(-1: once per collection phase)", ge=-1)
     log_std_init: float = _f(-3.0, "gSDE: initial log std of the exploration matrix")
+    share_encoder: bool = _f(True, "image observations: True = one CNN owned by the critics and trained by "
+                             "their loss, the actor reading its features detached (SAC-AE / DrQ); False = "
+                             "the actor has its own CNN trained by the actor loss (SB3's default)")
 
     def __post_init__(self) -> None:
         # SB3's spellings: ent_coef="auto" / "auto_0.1" (tuned, starting at 1.0 / 0.1) and
@@ -451,6 +456,9 @@ class TD3Config(_OffPolicyConfig):
     exploration_noise: float = _f(0.1, "std of the exploration noise (x max action)", ge=0)
     noise_type: Literal["normal", "ornstein-uhlenbeck"] = _f("normal", "exploration noise process")
     hidden: Any = _f([400, 300], "hidden layer width (two layers) or a list of widths")
+    share_encoder: bool = _f(True, "image observations: True = one CNN owned by the critics and trained by "
+                             "their loss, the actor reading its features detached (SAC-AE / DrQ); False = "
+                             "the actor has its own CNN trained by the actor loss (SB3's default)")
 
 
 @dataclass
@@ -475,8 +483,6 @@ class DQNConfig(_OffPolicyConfig):
     beta_start: float = _f(0.4, "PER importance-sampling exponent at the start (annealed to 1)", ge=0, le=1)
     prioritized_eps: float = _f(1e-6, "added to |TD error| to form priorities", gt=0)
     hidden: Any = _f(64, "hidden layer width (two layers) or a list of widths")
-    features_extractor: Literal["auto", "mlp", "nature", "impala"] = _f(
-        "auto", "observation encoder: auto (NatureCNN for uint8 images, else the MLP), mlp, nature, impala")
 
 
 # ====================================================================== multi-agent

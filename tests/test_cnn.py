@@ -1,4 +1,5 @@
-"""CNN feature extractors (rlox.cnn) and image observations in PPO, A2C and DQN: shapes,
+"""CNN feature extractors (rlox.cnn) and image observations in PPO, A2C and DQN (SAC and TD3:
+tests/test_off_policy_pixels.py): shapes,
 channel layouts, uint8 scaling inside the network, uint8 replay, Atari through Trainer, errors."""
 import numpy as np
 import pytest
@@ -147,10 +148,12 @@ def test_dqn_images_uint8_replay():
         Trainer("dqn", env="RloxTestSquares-v0", dueling=True)
 
 
-def test_image_env_refused_by_mlp_only_algorithms():
+def test_image_env_refused_by_mlp_settings():
     from rlox import Trainer
 
-    with pytest.raises(ValueError, match="SAC does not take image observations.*DQN or PPO"):
+    # SAC and TD3 take images (tests/test_off_policy_pixels.py); a discrete image env is refused for
+    # its action space, not its pixels.
+    with pytest.raises(ValueError, match="SAC needs a continuous"):
         Trainer("sac", env="RloxTestSquares-v0")
     with pytest.raises(ValueError, match="features_extractor='mlp'"):
         Trainer("ppo", env="RloxTestSquares-v0", features_extractor="mlp")

@@ -20,6 +20,7 @@ save/load (optionally with the buffer) and ``predict`` live here.
 from __future__ import annotations
 
 import abc
+import copy
 import math
 import os
 import time
@@ -119,8 +120,8 @@ class OffPolicyAlgorithm(Algorithm):
         if getattr(collector, "obs_dtype", np.float32) == np.uint8 and not self.supports_images:
             raise ValueError(f"{type(self).__name__} does not take image observations (got "
                              f"{collector.observation_space}); its networks are MLPs that would flatten "
-                             f"{collector.obs_dim} pixels. Use DQN or PPO (NatureCNN chosen automatically) or "
-                             f"DreamerV3 for pixels, or give it state observations")
+                             f"{collector.obs_dim} pixels. Use SAC, TD3, DQN or PPO (NatureCNN chosen "
+                             f"automatically) or DreamerV3 for pixels, or give it state observations")
         self._check_action_space()
         self.obs_dim, self.act_dim = collector.obs_dim, collector.act_dim
         if buffer is None:
@@ -136,6 +137,8 @@ class OffPolicyAlgorithm(Algorithm):
         collector.buffer = buffer
         if collector.exploration is None:
             collector.set_exploration(self._default_exploration())
+        # Image encoders of the actor-critic algorithms (see _build_encoders); None for vectors.
+        self.encoder = self.encoder_target = self.actor_encoder = self.actor_encoder_target = None
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             self._build()
@@ -246,6 +249,76 @@ class OffPolicyAlgorithm(Algorithm):
             have = getattr(buffer, attr, None)
             if have is not None and int(have) != want:
                 raise ValueError(f"buffer has {attr}={have}, but {env_label(self.env_id)} needs {attr}={want}")
+
+    # ------------------------------------------------------------------ image encoders (SAC, TD3)
+    def _build_encoders(self, actor_target: bool = False) -> int:
+        """CNN encoders for image observations (``features_extractor``: NatureCNN or ImpalaCNN from
+        ``rlox.cnn``, which detect the channel layout and scale uint8 to [0, 1] themselves); the
+        MLP heads then read the encoder's features instead of the flat observation. Returns the
+        heads' input size (``obs_dim`` for vector observations, where no encoder is made).
+
+        ``share_encoder=True`` (default) is the pixel-SAC recipe of SAC-AE (Yarats et al., 2019) and
+        DrQ (Yarats et al., 2021), whose actor updates call ``actor(obs, detach_encoder=True)``:
+        one encoder, ``self.encoder``, owned by the critics and trained by the critic loss only;
+        the actor reads its features detached.
+        ``share_encoder=False`` is SB3's SAC/TD3 default (``share_features_extractor=False``): the
+        actor owns a second CNN, ``self.actor_encoder``, trained by the actor loss. Target copies
+        follow their networks (``encoder_target``; ``actor_encoder_target`` when ``actor_target``:
+        TD3's target actor) with the same Polyak averaging.
+        """
+        from rlox.cnn import check_image_policy, make_feature_extractor
+
+        space = self.collector.observation_space
+        kind = check_image_policy(space, self.config.features_extractor, type(self).__name__)
+        if kind is None:
+            return self.obs_dim
+        self.encoder = make_feature_extractor(space, kind).to(self.device)   # type: ignore[arg-type]
+        self.encoder_target = copy.deepcopy(self.encoder).requires_grad_(False)
+        if not self.config.share_encoder:
+            self.actor_encoder = make_feature_extractor(space, kind).to(self.device)   # type: ignore[arg-type]
+            if actor_target:
+                self.actor_encoder_target = copy.deepcopy(self.actor_encoder).requires_grad_(False)
+        return int(self.encoder.features_dim)
+
+    def _critic_features(self, obs: torch.Tensor) -> torch.Tensor:
+        """The critics' input for ``obs`` [B, *obs] (the encoder's features, with gradients)."""
+        return obs if self.encoder is None else self.encoder(obs)
+
+    def _actor_features(self, obs: torch.Tensor, critic_features: torch.Tensor | None = None) -> torch.Tensor:
+        """The actor's input for ``obs``: its own encoder's features, or the critic encoder's
+        detached (``critic_features`` when they were computed already, to save a forward pass)."""
+        if self.actor_encoder is not None:
+            return self.actor_encoder(obs)
+        if self.encoder is None:
+            return obs
+        if critic_features is None:
+            critic_features = self.encoder(obs)
+        return critic_features.detach()
+
+    @torch.no_grad()
+    def _target_features(self, next_obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(target actor's input, target critics' input) for ``next_obs``, from the target encoders."""
+        if self.encoder_target is None:
+            return next_obs, next_obs
+        critic_in = self.encoder_target(next_obs)
+        return (critic_in if self.actor_encoder_target is None else self.actor_encoder_target(next_obs)), critic_in
+
+    def _params(self, *names: str) -> list[torch.nn.Parameter]:
+        """The parameters of the modules named (attributes; those that are None are skipped), in order."""
+        return [p for name in names if getattr(self, name) is not None for p in getattr(self, name).parameters()]
+
+    def _encoder_modules(self) -> dict[str, torch.nn.Module]:
+        """The encoders that exist, by attribute name (for ``_modules``: saved with the model)."""
+        names = ("encoder", "encoder_target", "actor_encoder", "actor_encoder_target")
+        return {k: getattr(self, k) for k in names if getattr(self, k) is not None}
+
+    def _actor_export_input(self) -> list[torch.nn.Module]:
+        """The layers in front of the actor's MLP in an inference artifact: its encoder (a CNN),
+        or a Flatten for multi-dimensional vector observations, or nothing."""
+        enc = self.actor_encoder if self.actor_encoder is not None else self.encoder
+        if enc is not None:
+            return [enc]
+        return [torch.nn.Flatten()] if len(self.observation_space.shape or ()) > 1 else []
 
     def _substream_seed(self, k: int) -> int:
         """A seed for sub-stream ``k`` derived from the algorithm's seed (independent streams)."""
