@@ -15,6 +15,10 @@ from _types cimport float32_t
 from rlox_ppo cimport rlox_bias_act_f32
 
 
+cdef enum:
+    MLP_MAX_LAYERS = 16       # Linear layers per network (callers keep activation pointers on the stack)
+
+
 cdef struct mlp_t:
     int n_layers              # Linear layers (>= 1); Tanh after all but the last
     int max_width             # widest layer output
@@ -27,6 +31,8 @@ cdef inline int mlp_alloc(mlp_t* m, int n_layers, const int* dims) except -1:
     """Shape ``m`` as Linear layers dims[0] -> dims[1] -> ... -> dims[n_layers]; the weight and
     bias pointers start NULL (the owner points them at its parameters)."""
     cdef int l
+    if n_layers < 1 or n_layers > MLP_MAX_LAYERS:
+        raise ValueError(f"an MLP has 1 to {MLP_MAX_LAYERS} Linear layers, got {n_layers}")
     m.n_layers = n_layers
     m.dims = <int*>malloc((n_layers + 1) * sizeof(int))
     m.w = <const float32_t**>malloc(n_layers * sizeof(float32_t*))
@@ -63,3 +69,22 @@ cdef inline void mlp_forward(const mlp_t* m, const float32_t* x, int B, float32_
               <float32_t*>h, &n_in, &zero, act[l], &n_out)
         rlox_bias_act_f32(act[l], m.b[l], B, n_out, l < m.n_layers - 1)
         h = act[l]
+
+
+cdef inline Py_ssize_t mlp_act_size(const mlp_t* m, Py_ssize_t B) noexcept nogil:
+    """Floats of activation scratch ``mlp_forward`` needs for B rows."""
+    cdef Py_ssize_t total = 0
+    cdef int l
+    for l in range(m.n_layers):
+        total += B * m.dims[l + 1]
+    return total
+
+
+cdef inline float32_t* mlp_act_point(const mlp_t* m, float32_t* base, Py_ssize_t B,
+                                     float32_t** act) noexcept nogil:
+    """Point act[l] at consecutive [B, dims[l + 1]] blocks of ``base``; returns the end."""
+    cdef int l
+    for l in range(m.n_layers):
+        act[l] = base
+        base += B * m.dims[l + 1]
+    return base
