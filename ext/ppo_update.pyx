@@ -5,7 +5,8 @@
 # torch.optim.Adam.step() do in rlox.algorithms.ppo.PPO._update:
 #
 #   gather the minibatch rows -> normalise its advantages (mean, Bessel std + 1e-8)
-#   -> forward actor and critic (Linear/Tanh ..., Linear; BLAS sgemm + rlox_ppo.h)
+#   -> forward actor and critic (Linear/Tanh ..., Linear: ext/rlox_mlp.pxd's mlp_forward, the
+#      one definition of the MLP, shared with the compiled collection in ext/hybrid.pyx)
 #   -> per row: log-prob and entropy of the head (Categorical, or diagonal Gaussian with a
 #      state-independent log_std), ratio, clipped surrogate, value loss (plain or clipped),
 #      metrics, and the loss's gradient with respect to the head outputs (written by hand)
@@ -28,7 +29,7 @@
 # layers; each weight [out, in] row-major as nn.Linear holds it). ``parameters()`` returns NumPy
 # views into the parameter buffer, which PPO and A2C hand to their torch modules
 # (``param.data = torch.from_numpy(view)``), so torch and the kernel read and write the same
-# memory: there is nothing to copy. Scratch buffers are sized for the largest minibatch seen
+# memory: there is nothing to copy. The compiled collection reads it in place too. Scratch buffers are sized for the largest minibatch seen
 # and reused. The tests (tests/test_a2c_compiled_update.py) compare A2C's steps with torch too.
 #
 # Matrix layout for sgemm (column-major BLAS on row-major arrays): a row-major [r, c] array
