@@ -33,7 +33,7 @@ include "_threads.pxi"
 
 cdef float64_t LOG_2PI = 1.8378770664093453  # log(2 pi)
 cdef intp_t PAR_MIN_ENVS = 256                # envs per step before the env loop goes parallel
-cdef intp_t BLAS_LIMIT_WORK = 65536           # rows * width^2 from which OpenBLAS may thread
+cdef intp_t BLAS_LIMIT_WORK = 262144          # rows * width^2 from which OpenBLAS threads an sgemm
 
 
 def _blas_one_thread(intp_t rows, int width):
