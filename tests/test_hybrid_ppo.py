@@ -230,6 +230,25 @@ def test_rollout_thread_invariant_and_log_probs_match_torch():
     np.testing.assert_array_equal(roll["episode_returns"], roll["episode_lengths"])
 
 
+def test_rollout_with_many_envs_is_thread_invariant():
+    """From 256 envs the per-step env loop runs as a prange (and the batched forward is large
+    enough for OpenBLAS to thread, which the kernel holds to one thread): same results."""
+    import rlox
+
+    out = []
+    for nt in (1, 2):
+        before = rlox.get_num_threads()
+        rlox.set_num_threads(nt)
+        try:
+            _, kern, _ = _kernel("Pendulum-v1", 256, 5, max_steps=6, hidden=(64, 64))
+            out.append(kern.collect(8, 0.9))
+        finally:
+            rlox.set_num_threads(before)
+    for key in out[0]:
+        np.testing.assert_array_equal(out[0][key], out[1][key])
+    assert out[0]["dones"].sum() == 256                  # every env truncated once: bootstrapped
+
+
 def test_rollout_bad_input():
     pol, kern, _ = _kernel("CartPole-v1", 2, 0)
     with pytest.raises(ValueError, match="not a native env"):
