@@ -90,8 +90,9 @@ def compiled_collection_unsupported(algo: Any, *, auto: bool = True) -> str | No
 def _weight_tensors(policy: torch.nn.Module) -> list[torch.Tensor]:
     """The tensors the kernel reads: each actor Linear's weight and bias, then the critic's,
     then (Gaussian) log_std."""
-    out = [t for net in (policy.actor, policy.critic) for m in net if isinstance(m, torch.nn.Linear)
-           for t in (m.weight, m.bias)]
+    # (the modules' own dicts: nn.Module.__getattr__ made this a 14 us call, run every rollout)
+    out = [t for net in (policy.actor, policy.critic) for m in net._modules.values()
+           if isinstance(m, torch.nn.Linear) for t in (m._parameters["weight"], m._parameters["bias"])]
     if not policy.discrete:
         out.append(policy.log_std)
     return out
