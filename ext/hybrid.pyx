@@ -1,20 +1,28 @@
-# HybridPPO's compiled rollout: the actor/critic MLP forward pass, action sampling with one RNG
-# stream per env, env stepping through envs_core.pxd and the rollout writes, in one nogil loop
-# with prange over envs (each env runs all T steps on one thread), so results never depend on
-# the thread count.
+# The on-policy algorithms' compiled rollout: the actor/critic forward pass, action sampling
+# with one RNG stream per env, env stepping through envs_core.pxd and the rollout writes, in
+# one nogil loop.
 #
-# Networks are the actor and critic MLPs of rlox.policies (Linear -> Tanh -> ... -> Linear).
-# Their weights are copied in from torch with ``set_weights`` after each update; they are
-# stored transposed ([in, out], row-major) so every layer is a run of contiguous axpy's that the
-# compiler vectorises without -ffast-math.
+# Networks: the actor and critic of rlox.policies (Linear -> Tanh -> ... -> Linear), defined
+# once in ext/rlox_mlp.pxd and shared with the compiled update (ext/ppo_update.pyx). The policy
+# reads the float32 weights where they live: ``CompiledPolicy`` holds pointers to the arrays it
+# is given (the torch parameters' own memory, which with the compiled update on is
+# PPOUpdateKernel's flat buffer), never a copy, so a gradient step is seen by the next forward
+# pass with nothing to sync.
+#
+# Each step runs the forward pass for all envs as one batch (sgemm), then samples and steps
+# every env (a prange over envs when there are many); truncated episodes' final observations
+# get one more batched critic pass for the bootstrap. Each env samples from its own stream, so
+# results never depend on the thread count.
 from cython.parallel cimport prange
-from libc.math cimport exp, log, tanh
+from libc.math cimport exp, log
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset, memcpy
 from _types cimport float64_t, float32_t, int64_t, intp_t, uint64_t
 from _rng cimport rng_t, rng_seed, rng_uniform, rng_normal
 from envs_core cimport (env_t, env_init, env_reset, env_obs_f64, env_step, env_obs_dim,
                         env_n_actions, ENV_MAX_OBS_DIM)
+from rlox_mlp cimport (mlp_t, mlp_alloc, mlp_free, mlp_forward, mlp_act_size, mlp_act_point,
+                       MLP_MAX_LAYERS)
 from _checks cimport real_array
 import numpy as np
 cimport numpy as cnp
@@ -24,176 +32,64 @@ cnp.import_array()
 include "_threads.pxi"
 
 cdef float64_t LOG_2PI = 1.8378770664093453  # log(2 pi)
+cdef intp_t PAR_MIN_ENVS = 256                # envs per step before the env loop goes parallel
+cdef intp_t BLAS_LIMIT_WORK = 262144          # rows * width^2 from which OpenBLAS threads an sgemm
 
 
-# ----------------------------------------------------------------------------- MLP (own loops)
-cdef struct mlp_t:
-    int n_layers              # number of Linear layers (>= 1); Tanh after all but the last
-    int max_width             # widest layer (scratch size per buffer)
-    int* dims                 # [n_layers + 1]: dims[0] = input size, dims[l + 1] = out size of layer l
-    intp_t* w_off             # [n_layers]: offset of layer l's transposed weight [in, out] in params
-    intp_t* b_off             # [n_layers]: offset of layer l's bias [out] in params
-    float64_t* params         # all weights and biases, float64
-
-
-cdef inline void mlp_forward(const mlp_t* m, const float64_t* x, float64_t* buf_a, float64_t* buf_b,
-                             float64_t* out) noexcept nogil:
-    """out[dims[L]] = MLP(x[dims[0]]); buf_a/buf_b are scratch of m.max_width each."""
-    cdef int l, i, j, n_in, n_out
-    cdef const float64_t* cur = x
-    cdef float64_t* dst
-    cdef const float64_t* w
-    cdef const float64_t* b
-    cdef float64_t xi
-    for l in range(m.n_layers):
-        n_in = m.dims[l]
-        n_out = m.dims[l + 1]
-        if l == m.n_layers - 1:
-            dst = out
-        elif l % 2 == 0:
-            dst = buf_a
-        else:
-            dst = buf_b
-        w = m.params + m.w_off[l]
-        b = m.params + m.b_off[l]
-        for j in range(n_out):
-            dst[j] = b[j]
-        for i in range(n_in):
-            xi = cur[i]
-            for j in range(n_out):
-                dst[j] += xi * w[i * n_out + j]
-        if l < m.n_layers - 1:
-            for j in range(n_out):
-                dst[j] = tanh(dst[j])
-        cur = dst
-
-
-cdef int mlp_alloc(mlp_t* m, list shapes) except -1:
-    """Allocate ``m`` for Linear layers with weight shapes [(out, in), ...] (torch layout)."""
-    cdef int l, n = len(shapes)
-    cdef intp_t off = 0
-    m.n_layers = n
-    m.dims = <int*>malloc((n + 1) * sizeof(int))
-    m.w_off = <intp_t*>malloc(n * sizeof(intp_t))
-    m.b_off = <intp_t*>malloc(n * sizeof(intp_t))
-    if m.dims == NULL or m.w_off == NULL or m.b_off == NULL:
-        raise MemoryError()
-    m.max_width = 1
-    for l in range(n):
-        n_out, n_in = shapes[l]
-        if l == 0:
-            m.dims[0] = n_in
-        m.dims[l + 1] = n_out
-        m.w_off[l] = off
-        off += n_in * n_out
-        m.b_off[l] = off
-        off += n_out
-        if n_out > m.max_width:
-            m.max_width = n_out
-    m.params = <float64_t*>malloc(max(off, 1) * sizeof(float64_t))
-    if m.params == NULL:
-        raise MemoryError()
-    memset(m.params, 0, max(off, 1) * sizeof(float64_t))
-    return 0
-
-
-cdef void mlp_free(mlp_t* m) noexcept:
-    free(m.dims); free(m.w_off); free(m.b_off); free(m.params)
-    m.dims = NULL; m.w_off = NULL; m.b_off = NULL; m.params = NULL
-
-
-cdef int mlp_load(mlp_t* m, list layers, str name) except -1:
-    """Copy [(W [out, in], b [out]), ...] (NumPy) into ``m`` (W stored transposed)."""
-    cdef int l, i, j, n_in, n_out
-    cdef float64_t[:, ::1] W
-    cdef float64_t[::1] B
-    if len(layers) != m.n_layers:
-        raise ValueError(f"{name} has {len(layers)} linear layers, expected {m.n_layers}")
-    for l in range(m.n_layers):
-        n_in = m.dims[l]
-        n_out = m.dims[l + 1]
-        w_np = np.ascontiguousarray(layers[l][0], dtype=np.float64)
-        b_np = np.ascontiguousarray(layers[l][1], dtype=np.float64)
-        if w_np.shape != (n_out, n_in) or b_np.shape != (n_out,):
-            raise ValueError(f"{name} layer {l} has weight {w_np.shape} and bias {b_np.shape}, "
-                             f"expected ({n_out}, {n_in}) and ({n_out},)")
-        if not (np.isfinite(w_np).all() and np.isfinite(b_np).all()):
-            raise ValueError(f"{name} layer {l} holds NaN or infinite weights")
-        W = w_np
-        B = b_np
-        for j in range(n_out):
-            m.params[m.b_off[l] + j] = B[j]
-            for i in range(n_in):
-                m.params[m.w_off[l] + i * n_out + j] = W[j, i]
-    return 0
+def _blas_one_thread(intp_t rows, int width):
+    """A limiter holding the BLAS at one thread where OpenBLAS would otherwise split an sgemm
+    (at these sizes waking threads costs more than the product; see ext/ppo_update.pyx), or
+    None for small batches (the limit costs about 20 us)."""
+    if rows * width * width < BLAS_LIMIT_WORK:
+        return None
+    from rlox._ext.ppo_update import _blas_limits
+    return _blas_limits(1)
 
 
 # ----------------------------------------------------------------------------- action heads
-cdef inline intp_t sample_categorical(const float64_t* logits, int n, rng_t* rng,
+cdef inline intp_t sample_categorical(const float32_t* logits, int n, rng_t* rng,
                                       float64_t* logp) noexcept nogil:
-    """Draw a ~ softmax(logits[n]) by inverse CDF; logp = log softmax(logits)[a]."""
+    """Draw a ~ softmax(logits[n]) by inverse CDF; logp = log softmax(logits)[a] (accumulated
+    in float64)."""
     cdef int j
     cdef float64_t mx = logits[0], total = 0.0, u, acc = 0.0
     for j in range(1, n):
         if logits[j] > mx:
             mx = logits[j]
     for j in range(n):
-        total += exp(logits[j] - mx)
+        total += exp(<float64_t>logits[j] - mx)
     u = rng_uniform(rng) * total
     cdef intp_t a = n - 1
     for j in range(n):
-        acc += exp(logits[j] - mx)
+        acc += exp(<float64_t>logits[j] - mx)
         if u < acc:
             a = j
             break
-    logp[0] = logits[a] - mx - log(total)
+    logp[0] = (<float64_t>logits[a] - mx) - log(total)
     return a
 
 
-cdef inline float64_t sample_gaussian(const float64_t* mean, const float64_t* log_std, int d,
-                                      rng_t* rng, float64_t* action) noexcept nogil:
-    """action[d] = mean + exp(log_std) * N(0, I); returns the diagonal Gaussian log-density."""
+cdef inline float64_t sample_gaussian(const float32_t* mean, const float32_t* log_std, int d,
+                                      rng_t* rng, float32_t* action) noexcept nogil:
+    """action[d] = float32(mean + exp(log_std) * N(0, I)); returns the diagonal Gaussian
+    log-density of that (rounded) action, in float64: the log-prob the update recomputes from
+    the stored action."""
     cdef int j
-    cdef float64_t z, lp = 0.0
+    cdef float64_t z, std, lp = 0.0
     for j in range(d):
-        z = rng_normal(rng)
-        action[j] = mean[j] + exp(log_std[j]) * z
-        lp += -0.5 * z * z - log_std[j] - 0.5 * LOG_2PI
+        std = exp(<float64_t>log_std[j])
+        action[j] = <float32_t>(<float64_t>mean[j] + std * rng_normal(rng))
+        z = (<float64_t>action[j] - <float64_t>mean[j]) / std
+        lp += -0.5 * z * z - log(std) - 0.5 * LOG_2PI
     return lp
 
 
-
-
-# ----------------------------------------------------------------------------- Python class
-cdef void _act_rows(const mlp_t* actor, const mlp_t* critic, int discrete, int n_head,
-                    const float64_t* log_std, rng_t* rngs, const float64_t* obs, int obs_dim,
-                    intp_t n_rows, float64_t* work, int scratch, float64_t* head_out,
-                    float64_t* value_out, float64_t* action_out, float64_t* logp_out,
-                    int sample) noexcept nogil:
-    """Rows r in [0, n_rows): head_out[r] = actor(obs[r]), value_out[r] = critic(obs[r]) and,
-    when ``sample``, action_out[r] / logp_out[r] drawn with rngs[r]."""
-    cdef intp_t r
-    cdef float64_t* buf_a
-    cdef float64_t* buf_b
-    cdef float64_t lp
-    cdef int w = scratch // 2
-    for r in prange(n_rows, nogil=True, schedule="static",
-                    num_threads=(_num_threads if n_rows >= 64 else 1)):
-        buf_a = work + r * scratch
-        buf_b = buf_a + w
-        mlp_forward(actor, obs + r * obs_dim, buf_a, buf_b, head_out + r * n_head)
-        mlp_forward(critic, obs + r * obs_dim, buf_a, buf_b, value_out + r)
-        if sample:
-            if discrete:
-                action_out[r] = <float64_t>sample_categorical(head_out + r * n_head, n_head, &rngs[r], &lp)
-            else:
-                lp = sample_gaussian(head_out + r * n_head, log_std, n_head, &rngs[r], action_out + r * n_head)
-            logp_out[r] = lp
-
-
+# ----------------------------------------------------------------------------- the policy
 def _layer_shapes(layers, str name):
     if not isinstance(layers, (list, tuple)) or len(layers) == 0:
         raise ValueError(f"{name} must be a non-empty list of (weight [out, in], bias [out]) pairs")
+    if len(layers) > MLP_MAX_LAYERS:
+        raise ValueError(f"{name} has {len(layers)} linear layers; at most {MLP_MAX_LAYERS} are supported")
     shapes = []
     for l, pair in enumerate(layers):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
@@ -207,23 +103,49 @@ def _layer_shapes(layers, str name):
     return shapes
 
 
+cdef object _weight(object x, str name, tuple shape):
+    """``x`` itself if it is a float32, C-contiguous, aligned, native-order NumPy array of
+    ``shape`` (the policy keeps a pointer into it), else a clear error: converting would make a
+    copy, and the policy would no longer see writes to the original."""
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{name} must be a NumPy float32 array (e.g. a CPU torch parameter's "
+                        f".detach().numpy()), got {type(x).__name__}")
+    cdef cnp.ndarray a = <cnp.ndarray>x
+    if cnp.PyArray_TYPE(a) != cnp.NPY_FLOAT or not x.dtype.isnative:
+        raise TypeError(f"{name} has dtype {x.dtype}, expected float32: the policy reads the weights in "
+                        f"place; convert once (.astype(np.float32)) and pass that array")
+    if tuple(x.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, expected {shape}")
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(a) and cnp.PyArray_ISALIGNED(a)):
+        raise ValueError(f"{name} is not C-contiguous and aligned; the policy reads weights in place, so "
+                         f"pass a contiguous array (np.ascontiguousarray, or tensor.contiguous())")
+    return a
+
+
 cdef class CompiledPolicy:
-    """Actor-critic MLPs (Linear/Tanh, as rlox.policies builds them) evaluated in C.
+    """Actor-critic MLPs (Linear/Tanh, as rlox.policies builds them) evaluated in C, float32,
+    reading the weights in place.
 
     Args:
-        actor: [(W [out, in], b [out]), ...] of the actor MLP; the last layer gives logits
-            [n_actions] (discrete) or the Gaussian mean [act_dim] (continuous).
+        actor: [(W [out, in], b [out]), ...] of the actor MLP: float32 C-contiguous NumPy arrays
+            (torch ``nn.Linear``'s layout; CPU torch parameters' ``.detach().numpy()`` views);
+            the last layer gives logits [n_actions] (discrete) or the Gaussian mean [act_dim].
         critic: same for the critic; its last layer has one output.
         discrete: Categorical head (True) or diagonal Gaussian with state-independent log std.
-        log_std: [act_dim] (continuous only).
+        log_std: [act_dim] float32 array (continuous only), read in place too.
         n_streams: number of action-sampling RNG streams (one per env).
         seed: stream r is seeded with ``seed * 1_000_003 + r``.
+
+    The arrays are not copied: the policy keeps them alive and reads them at every call, so
+    whatever writes into them (an optimizer step, ``load_state_dict``) is what the next call
+    uses. ``set_weights`` points the policy at other arrays.
     """
     cdef mlp_t actor
     cdef mlp_t critic
-    cdef int discrete, obs_dim, n_head, n_streams, scratch
-    cdef float64_t* log_std
+    cdef int discrete, obs_dim, n_head, n_streams
+    cdef const float32_t* log_std
     cdef rng_t* rngs
+    cdef object _held          # the arrays the pointers point into (kept alive)
 
     def __cinit__(self):
         self.log_std = NULL
@@ -239,27 +161,23 @@ cdef class CompiledPolicy:
             raise ValueError(f"critic must end in 1 output, got {c_shapes[len(c_shapes) - 1][0]}")
         if n_streams < 1:
             raise ValueError(f"n_streams must be >= 1, got {n_streams}")
+        if self.actor.dims != NULL:
+            raise RuntimeError("CompiledPolicy is already initialised; create a new one")
         self.discrete = discrete
         self.obs_dim = a_shapes[0][1]
         self.n_head = a_shapes[len(a_shapes) - 1][0]
-        if discrete and self.n_head < 1:
-            raise ValueError("actor must output at least one logit")
-        mlp_alloc(&self.actor, a_shapes)
-        mlp_alloc(&self.critic, c_shapes)
-        self.scratch = 2 * max(self.actor.max_width, self.critic.max_width)
-        self.log_std = <float64_t*>malloc(self.n_head * sizeof(float64_t))
+        _alloc_from_shapes(&self.actor, a_shapes)
+        _alloc_from_shapes(&self.critic, c_shapes)
         self.n_streams = n_streams
         self.rngs = <rng_t*>malloc(n_streams * sizeof(rng_t))
-        if self.log_std == NULL or self.rngs == NULL:
+        if self.rngs == NULL:
             raise MemoryError()
-        memset(self.log_std, 0, self.n_head * sizeof(float64_t))
         self.reseed(seed)
         self.set_weights(actor, critic, log_std)
 
     def __dealloc__(self):
         mlp_free(&self.actor)
         mlp_free(&self.critic)
-        free(self.log_std)
         free(self.rngs)
 
     def reseed(self, uint64_t seed):
@@ -285,51 +203,109 @@ cdef class CompiledPolicy:
         memcpy(<void*>self.rngs, &av[0], self.n_streams * sizeof(rng_t))
 
     def set_weights(self, actor, critic, log_std=None):
-        """Copy new weights in (after each gradient update); shapes must match construction."""
-        mlp_load(&self.actor, list(actor), "actor")
-        mlp_load(&self.critic, list(critic), "critic")
-        cdef int j
+        """Point the policy at these weights (no copy; same layout as at construction, float32
+        C-contiguous arrays, see the class docstring). Nothing is checked for NaN here: a NaN
+        weight gives NaN outputs, as it would in torch."""
+        actor, critic = list(actor), list(critic)
+        held = []
+        cdef mlp_t* nets[2]
+        nets[0] = &self.actor
+        nets[1] = &self.critic
+        cdef int k, l
+        cdef cnp.ndarray w, b
+        for k, (name, layers) in enumerate((("actor", actor), ("critic", critic))):
+            if len(layers) != nets[k].n_layers:
+                raise ValueError(f"{name} has {len(layers)} linear layers, expected {nets[k].n_layers}")
+            for l in range(nets[k].n_layers):
+                pair = layers[l]
+                n_in, n_out = nets[k].dims[l], nets[k].dims[l + 1]
+                w = _weight(pair[0], f"{name} layer {l} weight", (n_out, n_in))
+                b = _weight(pair[1], f"{name} layer {l} bias", (n_out,))
+                held += [w, b]
+        ls = None
         if not self.discrete:
             if log_std is None:
                 raise ValueError("log_std is required for a continuous (Gaussian) policy")
-            ls = np.asarray(log_std, dtype=np.float64).reshape(-1)
-            if ls.shape != (self.n_head,) or not np.isfinite(ls).all():
-                raise ValueError(f"log_std must be {self.n_head} finite values, got shape {ls.shape}")
-            for j in range(self.n_head):
-                self.log_std[j] = ls[j]
+            ls = _weight(log_std, "log_std", (self.n_head,))
+        # all checked: point at them
+        cdef int i = 0
+        for k in range(2):
+            for l in range(nets[k].n_layers):
+                w, b = held[i], held[i + 1]
+                nets[k].w[l] = <const float32_t*>cnp.PyArray_DATA(w)
+                nets[k].b[l] = <const float32_t*>cnp.PyArray_DATA(b)
+                i += 2
+        if ls is not None:
+            self.log_std = <const float32_t*>cnp.PyArray_DATA(<cnp.ndarray>ls)
+            held.append(ls)
+        self._held = tuple(held)
+
+    def weight_pointers(self):
+        """Addresses the policy reads each weight and bias from, actor layers then critic
+        layers, then log_std (Gaussian): to check it reads a buffer in place."""
+        cdef int l
+        out = [(<intp_t>self.actor.w[l], <intp_t>self.actor.b[l]) for l in range(self.actor.n_layers)]
+        out += [(<intp_t>self.critic.w[l], <intp_t>self.critic.b[l]) for l in range(self.critic.n_layers)]
+        flat = [int(p) for pair in out for p in pair]
+        if not self.discrete:
+            flat.append(int(<intp_t>self.log_std))
+        return flat
 
     def _run(self, obs, bint sample):
-        o = real_array(obs, "obs", cnp.NPY_DOUBLE)
+        o = real_array(obs, "obs", cnp.NPY_FLOAT)
         if o.ndim != 2 or o.shape[1] != self.obs_dim:
             raise ValueError(f"obs has shape {o.shape}, expected (B, {self.obs_dim})")
         cdef intp_t n = o.shape[0]
         if sample and n > self.n_streams:
             raise ValueError(f"obs has {n} rows but the policy has {self.n_streams} RNG streams")
-        head = np.empty((n, self.n_head), dtype=np.float64)
-        values = np.empty(n, dtype=np.float64)
-        actions = np.empty((int(n), int(self.n_head if not self.discrete else 1)), dtype=np.float64)
-        logp = np.empty(n, dtype=np.float64)
-        work = np.empty(max(n, 1) * self.scratch, dtype=np.float64)
-        cdef const float64_t[:, ::1] ov = o
-        cdef float64_t[:, ::1] hv = head
-        cdef float64_t[::1] vv = values, lv = logp, wv = work
-        cdef float64_t[::1] av = actions.reshape(-1)
-        if n > 0:
+        head = np.empty((n, self.n_head), dtype=np.float32)
+        values = np.empty(n, dtype=np.float32)
+        actions = np.empty((int(n), int(self.n_head if not self.discrete else 1)), dtype=np.float32)
+        logp = np.empty(n, dtype=np.float32)
+        if n == 0:
+            return head, values, actions, logp
+        work = np.empty(mlp_act_size(&self.actor, n) + mlp_act_size(&self.critic, n), dtype=np.float32)
+        cdef const float32_t[:, ::1] ov = o
+        cdef float32_t[:, ::1] hv = head
+        cdef float32_t[::1] vv = values, lv = logp, wv = work
+        cdef float32_t[::1] av = actions.reshape(-1)
+        cdef float32_t* aa[MLP_MAX_LAYERS]
+        cdef float32_t* ca[MLP_MAX_LAYERS]
+        cdef float64_t lp
+        cdef intp_t r
+        cdef int nh = self.n_head, adim = 1 if self.discrete else self.n_head
+        cdef int la = self.actor.n_layers - 1, lc = self.critic.n_layers - 1
+        cdef int nthreads = _num_threads if n >= PAR_MIN_ENVS else 1
+        limiter = _blas_one_thread(n, max(self.actor.max_width, self.critic.max_width, self.obs_dim))
+        try:
             with nogil:
-                _act_rows(&self.actor, &self.critic, self.discrete, self.n_head, self.log_std,
-                          self.rngs, &ov[0, 0], self.obs_dim, n, &wv[0], self.scratch, &hv[0, 0],
-                          &vv[0], &av[0], &lv[0], sample)
+                mlp_act_point(&self.critic, mlp_act_point(&self.actor, &wv[0], n, aa), n, ca)
+                mlp_forward(&self.actor, &ov[0, 0], <int>n, aa)
+                mlp_forward(&self.critic, &ov[0, 0], <int>n, ca)
+                memcpy(&hv[0, 0], aa[la], n * nh * sizeof(float32_t))
+                memcpy(&vv[0], ca[lc], n * sizeof(float32_t))
+                if sample:
+                    for r in prange(n, schedule="static", num_threads=nthreads):
+                        if self.discrete:
+                            av[r] = <float32_t>sample_categorical(aa[la] + r * nh, nh, &self.rngs[r], &lp)
+                        else:
+                            lp = sample_gaussian(aa[la] + r * nh, self.log_std, nh, &self.rngs[r], &av[0] + r * adim)
+                        lv[r] = <float32_t>lp
+        finally:
+            if limiter is not None:
+                limiter.restore_original_limits()
         return head, values, actions, logp
 
     def forward(self, obs):
-        """obs [B, obs_dim] -> (logits or mean [B, n_head], values [B]), float64."""
+        """obs [B, obs_dim] (any real dtype; float32 is used in place) -> (logits or mean
+        [B, n_head], values [B]), float32."""
         head, values, _, _ = self._run(obs, False)
         return head, values
 
     def act(self, obs):
-        """obs [B, obs_dim], B <= n_streams -> (actions, log_probs [B], values [B]).
+        """obs [B, obs_dim], B <= n_streams -> (actions, log_probs [B] float32, values [B] float32).
 
-        Row r draws from stream r. Discrete: actions [B] int64; continuous: [B, act_dim] float64
+        Row r draws from stream r. Discrete: actions [B] int64; continuous: [B, act_dim] float32
         (unclipped Gaussian samples).
         """
         _, values, actions, logp = self._run(obs, True)
@@ -347,85 +323,77 @@ cdef class CompiledPolicy:
         return self.n_head
 
 
+cdef int _alloc_from_shapes(mlp_t* m, list shapes) except -1:
+    cdef int l, n = len(shapes)
+    cdef int dims[MLP_MAX_LAYERS + 1]
+    dims[0] = shapes[0][1]
+    for l in range(n):
+        dims[l + 1] = shapes[l][0]
+    return mlp_alloc(m, n, dims)
+
+
 # ----------------------------------------------------------------------------- rollout loop
 ENV_KINDS = {"CartPole-v1": 0, "Pendulum-v1": 1, "MountainCar-v0": 2,
              "MountainCarContinuous-v0": 3, "Acrobot-v1": 4}
 
 
-cdef void _rollout_env(const mlp_t* actor, const mlp_t* critic, int discrete, int n_head,
-                       const float64_t* log_std, rng_t* rng, env_t* env, float64_t* obs,
-                       float64_t* ep_ret, int64_t* ep_len, float64_t* work, int scratch,
-                       int obs_dim, int n_steps, float64_t gamma, intp_t i,
-                       float32_t* obs_out, float32_t* act_out, float32_t* logp_out,
-                       float32_t* val_out, float32_t* rew_out, float32_t* done_out,
-                       float32_t* last_val_out, float64_t* ep_ret_out, int64_t* ep_len_out,
-                       int64_t* n_done_out) noexcept nogil:
-    """Collect ``n_steps`` of env ``i``; writes row i of every [N, T, ...] output.
-
-    obs (IN/OUT [obs_dim]) is the env's current observation. A truncated (not terminated) step
-    gets gamma * V(final observation) added to its reward (the bootstrap); both kinds of
-    episode end are marked done, and the env is reset in place. Finished episodes' returns and
-    lengths go to ep_ret_out / ep_len_out [N, T] (the first n_done_out[i] entries of row i)."""
-    cdef int t, j, w = scratch // 2
-    cdef float64_t* buf_a = work
-    cdef float64_t* buf_b = work + w
-    cdef float64_t head[64]
-    cdef float64_t action[64]
-    cdef float64_t final_obs[ENV_MAX_OBS_DIM]
+cdef inline void _step_env(int discrete, int n_head, const float32_t* head, float32_t value,
+                           const float32_t* log_std, rng_t* rng, env_t* env, float64_t* obs,
+                           float64_t* ep_ret, int64_t* ep_len, int obs_dim, intp_t row,
+                           float32_t* act_out, float32_t* logp_out, float32_t* val_out,
+                           float32_t* done_out, float64_t* reward_io, float32_t* final_obs,
+                           int* boot, float64_t* ep_ret_out, int64_t* ep_len_out,
+                           int64_t* n_done) noexcept nogil:
+    """One step of one env from its actor outputs ``head`` [n_head] and value: sample, write
+    the action / log-prob / value / done of rollout row ``row``, step the env (obs IN/OUT, as
+    float64), reset it at an episode's end. reward_io gets the step's reward; a truncated (not
+    terminated) step sets boot = 1 and its final observation into final_obs [obs_dim], for the
+    caller's bootstrap reward + gamma * V(final obs). Finished episodes' returns and lengths go
+    to ep_ret_out / ep_len_out[n_done] (n_done incremented)."""
+    cdef int j
     cdef float32_t obs32[ENV_MAX_OBS_DIM]
-    cdef float64_t value, final_value, logp, reward
-    cdef intp_t row, n_done = 0
-    cdef int64_t a_idx
+    cdef float64_t logp, reward
+    cdef int64_t a_idx = 0
     cdef bint terminated, truncated
-    for t in range(n_steps):
-        row = i * n_steps + t
-        for j in range(obs_dim):
-            obs_out[row * obs_dim + j] = <float32_t>obs[j]
-        mlp_forward(actor, obs, buf_a, buf_b, head)
-        mlp_forward(critic, obs, buf_a, buf_b, &value)
-        if discrete:
-            a_idx = sample_categorical(head, n_head, rng, &logp)
-            act_out[row] = <float32_t>a_idx
-            action[0] = 0.0
-        else:
-            a_idx = 0
-            logp = sample_gaussian(head, log_std, n_head, rng, action)
-            for j in range(n_head):
-                act_out[row * n_head + j] = <float32_t>action[j]
-        logp_out[row] = <float32_t>logp
-        val_out[row] = <float32_t>value
-        env_step(env, a_idx, action[0], obs32, &reward, &terminated, &truncated)
-        ep_ret[0] += reward
-        ep_len[0] += 1
-        if terminated or truncated:
-            if not terminated:
-                for j in range(obs_dim):
-                    final_obs[j] = obs32[j]
-                mlp_forward(critic, final_obs, buf_a, buf_b, &final_value)
-                reward = reward + gamma * final_value
-            ep_ret_out[i * n_steps + n_done] = ep_ret[0]
-            ep_len_out[i * n_steps + n_done] = ep_len[0]
-            n_done += 1
-            ep_ret[0] = 0.0
-            ep_len[0] = 0
-            env_reset(env)
-            env_obs_f64(env, obs)
-        else:
+    if discrete:
+        a_idx = sample_categorical(head, n_head, rng, &logp)
+        act_out[row] = <float32_t>a_idx
+    else:
+        logp = sample_gaussian(head, log_std, n_head, rng, act_out + row * n_head)
+    logp_out[row] = <float32_t>logp
+    val_out[row] = value
+    # the env gets the stored (float32) action, as a replay of the rollout would
+    env_step(env, a_idx, <float64_t>act_out[row * n_head] if not discrete else 0.0, obs32,
+             &reward, &terminated, &truncated)
+    ep_ret[0] += reward
+    ep_len[0] += 1
+    boot[0] = 0
+    if terminated or truncated:
+        if not terminated:
+            boot[0] = 1
             for j in range(obs_dim):
-                obs[j] = obs32[j]
-        rew_out[row] = <float32_t>reward
-        done_out[row] = 1.0 if (terminated or truncated) else 0.0
-    mlp_forward(critic, obs, buf_a, buf_b, &value)
-    last_val_out[i] = <float32_t>value
-    n_done_out[i] = n_done
+                final_obs[j] = obs32[j]
+        ep_ret_out[n_done[0]] = ep_ret[0]
+        ep_len_out[n_done[0]] = ep_len[0]
+        n_done[0] += 1
+        ep_ret[0] = 0.0
+        ep_len[0] = 0
+        env_reset(env)
+        env_obs_f64(env, obs)
+    else:
+        for j in range(obs_dim):
+            obs[j] = obs32[j]
+    reward_io[0] = reward
+    done_out[row] = 1.0 if (terminated or truncated) else 0.0
 
 
 cdef class RolloutKernel:
-    """Native envs stepped by a CompiledPolicy, T steps per env in one nogil prange loop.
+    """Native envs stepped by a CompiledPolicy, T steps of all envs in one nogil loop.
 
     Args:
         policy: the CompiledPolicy (its RNG streams, one per env, sample the actions; it must
-            have at least ``n_envs`` streams). Call ``policy.set_weights`` after each update.
+            have at least ``n_envs`` streams). It reads its weights in place, so each
+            ``collect`` runs on whatever they hold then.
         env_id: one of ``ENV_KINDS`` (the native envs).
         n_envs: number of envs; env i is seeded ``seed + i`` like ``rlox.VecEnv(n, seed)``.
         seed: base env seed.
@@ -437,12 +405,25 @@ cdef class RolloutKernel:
     cdef float64_t* obs
     cdef float64_t* ep_ret
     cdef int64_t* ep_len
+    # scratch, sized at construction
+    cdef float32_t* s_x        # [N, obs_dim] network inputs (float32 observations)
+    cdef float32_t* s_final    # [N, obs_dim] final observations of truncated episodes
+    cdef float32_t* s_act      # activations: actor [N, ...] then critic [N, ...]
+    cdef float64_t* s_rew      # [N] this step's rewards
+    cdef int* s_boot           # [N] truncated this step (bootstrap needed)
+    cdef intp_t* s_bidx        # [N] envs of the bootstrap rows
 
     def __cinit__(self):
         self.envs = NULL
         self.obs = NULL
         self.ep_ret = NULL
         self.ep_len = NULL
+        self.s_x = NULL
+        self.s_final = NULL
+        self.s_act = NULL
+        self.s_rew = NULL
+        self.s_boot = NULL
+        self.s_bidx = NULL
 
     def __init__(self, CompiledPolicy policy not None, str env_id, int n_envs, uint64_t seed=0,
                  int64_t max_steps=0):
@@ -453,6 +434,8 @@ cdef class RolloutKernel:
         if n_envs > policy.n_streams:
             raise ValueError(f"n_envs is {n_envs} but the policy has {policy.n_streams} RNG streams; "
                              f"build it with n_streams >= n_envs")
+        if self.envs != NULL:
+            raise RuntimeError("RolloutKernel is already initialised; create a new one")
         self.kind = ENV_KINDS[env_id]
         self.obs_dim = env_obs_dim(self.kind)
         if policy.obs_dim != self.obs_dim:
@@ -464,15 +447,22 @@ cdef class RolloutKernel:
                              f"{n_act} logits")
         if n_act == 0 and (policy.discrete or policy.n_head != 1):
             raise ValueError(f"{env_id} has a 1-D continuous action; the policy must be Gaussian with act_dim 1")
-        if policy.n_head > 64:
-            raise ValueError(f"the actor head has {policy.n_head} outputs; at most 64 are supported")
         self.policy = policy
         self.n_envs = n_envs
+        cdef intp_t n_act_f = mlp_act_size(&policy.actor, n_envs) + mlp_act_size(&policy.critic, n_envs)
         self.envs = <env_t*>malloc(n_envs * sizeof(env_t))
         self.obs = <float64_t*>malloc(n_envs * self.obs_dim * sizeof(float64_t))
         self.ep_ret = <float64_t*>malloc(n_envs * sizeof(float64_t))
         self.ep_len = <int64_t*>malloc(n_envs * sizeof(int64_t))
-        if self.envs == NULL or self.obs == NULL or self.ep_ret == NULL or self.ep_len == NULL:
+        self.s_x = <float32_t*>malloc(n_envs * self.obs_dim * sizeof(float32_t))
+        self.s_final = <float32_t*>malloc(n_envs * self.obs_dim * sizeof(float32_t))
+        self.s_act = <float32_t*>malloc(n_act_f * sizeof(float32_t))
+        self.s_rew = <float64_t*>malloc(n_envs * sizeof(float64_t))
+        self.s_boot = <int*>malloc(n_envs * sizeof(int))
+        self.s_bidx = <intp_t*>malloc(n_envs * sizeof(intp_t))
+        if (self.envs == NULL or self.obs == NULL or self.ep_ret == NULL or self.ep_len == NULL
+                or self.s_x == NULL or self.s_final == NULL or self.s_act == NULL or self.s_rew == NULL
+                or self.s_boot == NULL or self.s_bidx == NULL):
             raise MemoryError()
         cdef int i
         for i in range(n_envs):
@@ -484,6 +474,8 @@ cdef class RolloutKernel:
 
     def __dealloc__(self):
         free(self.envs); free(self.obs); free(self.ep_ret); free(self.ep_len)
+        free(self.s_x); free(self.s_final); free(self.s_act); free(self.s_rew); free(self.s_boot)
+        free(self.s_bidx)
 
     def get_state(self):
         """Envs (physics, counters, RNG), current observations and episode accumulators, as
@@ -558,7 +550,6 @@ cdef class RolloutKernel:
         epr_a = np.empty((N, T), dtype=np.float64)
         epl_a = np.empty((N, T), dtype=np.int64)
         nd_a = np.zeros(N, dtype=np.int64)
-        work_a = np.empty(N * p.scratch, dtype=np.float64)
         cdef float32_t[:, :, ::1] ov = obs_a
         cdef float32_t[::1] av = act_a.reshape(-1)
         cdef float32_t[:, ::1] lv = logp_a, vv = val_a, rv = rew_a, dv = done_a
@@ -566,16 +557,53 @@ cdef class RolloutKernel:
         cdef float64_t[:, ::1] eprv = epr_a
         cdef int64_t[:, ::1] eplv = epl_a
         cdef int64_t[::1] ndv = nd_a
-        cdef float64_t[::1] wv = work_a
-        cdef intp_t i
-        cdef int nthreads = _num_threads if N >= 4 else 1
-        with nogil:
-            for i in prange(N, schedule="static", num_threads=nthreads):
-                _rollout_env(&p.actor, &p.critic, p.discrete, nh, p.log_std, &p.rngs[i],
-                             &self.envs[i], self.obs + i * od, &self.ep_ret[i], &self.ep_len[i],
-                             &wv[0] + i * p.scratch, p.scratch, od, T, gamma, i,
-                             &ov[0, 0, 0], &av[0], &lv[0, 0], &vv[0, 0], &rv[0, 0], &dv[0, 0],
-                             &lastv[0], &eprv[0, 0], &eplv[0, 0], &ndv[0])
+        cdef float32_t* aa[MLP_MAX_LAYERS]
+        cdef float32_t* ca[MLP_MAX_LAYERS]
+        cdef int la = p.actor.n_layers - 1, lc = p.critic.n_layers - 1
+        cdef intp_t i, t, row, k
+        cdef int j
+        cdef int nthreads = _num_threads if N >= PAR_MIN_ENVS else 1
+        mlp_act_point(&p.critic, mlp_act_point(&p.actor, self.s_act, N, aa), N, ca)
+        limiter = _blas_one_thread(N, max(p.actor.max_width, p.critic.max_width, od))
+        try:
+            with nogil:
+                for t in range(T):
+                    # the batch: every env's current observation, as float32 (what is stored)
+                    for i in range(N):
+                        for j in range(od):
+                            self.s_x[i * od + j] = <float32_t>self.obs[i * od + j]
+                        memcpy(&ov[i, t, 0], self.s_x + i * od, od * sizeof(float32_t))
+                    mlp_forward(&p.actor, self.s_x, N, aa)
+                    mlp_forward(&p.critic, self.s_x, N, ca)
+                    for i in prange(N, schedule="static", num_threads=nthreads):
+                        _step_env(p.discrete, nh, aa[la] + i * nh, ca[lc][i], p.log_std, &p.rngs[i],
+                                  &self.envs[i], self.obs + i * od, &self.ep_ret[i], &self.ep_len[i],
+                                  od, i * T + t, &av[0], &lv[0, 0], &vv[0, 0], &dv[0, 0],
+                                  &self.s_rew[i], self.s_final + i * od, &self.s_boot[i],
+                                  &eprv[i, 0], &eplv[i, 0], &ndv[i])
+                    # the truncation bootstrap: one critic pass over the truncated envs' final obs
+                    k = 0
+                    for i in range(N):
+                        if self.s_boot[i]:
+                            memcpy(self.s_x + k * od, self.s_final + i * od, od * sizeof(float32_t))
+                            self.s_bidx[k] = i
+                            k += 1
+                    if k > 0:
+                        mlp_forward(&p.critic, self.s_x, <int>k, ca)
+                        for row in range(k):
+                            i = self.s_bidx[row]
+                            self.s_rew[i] = self.s_rew[i] + gamma * <float64_t>ca[lc][row]
+                    for i in range(N):
+                        rv[i, t] = <float32_t>self.s_rew[i]
+                for i in range(N):
+                    for j in range(od):
+                        self.s_x[i * od + j] = <float32_t>self.obs[i * od + j]
+                mlp_forward(&p.critic, self.s_x, N, ca)
+                for i in range(N):
+                    lastv[i] = ca[lc][i]
+        finally:
+            if limiter is not None:
+                limiter.restore_original_limits()
         ep_returns = np.concatenate([epr_a[k, :nd_a[k]] for k in range(N)])
         ep_lengths = np.concatenate([epl_a[k, :nd_a[k]] for k in range(N)])
         return {"obs": obs_a, "actions": act_a, "log_probs": logp_a, "values": val_a,

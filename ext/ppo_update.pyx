@@ -5,7 +5,8 @@
 # torch.optim.Adam.step() do in rlox.algorithms.ppo.PPO._update:
 #
 #   gather the minibatch rows -> normalise its advantages (mean, Bessel std + 1e-8)
-#   -> forward actor and critic (Linear/Tanh ..., Linear; BLAS sgemm + rlox_ppo.h)
+#   -> forward actor and critic (Linear/Tanh ..., Linear: ext/rlox_mlp.pxd's mlp_forward, the
+#      one definition of the MLP, shared with the compiled collection in ext/hybrid.pyx)
 #   -> per row: log-prob and entropy of the head (Categorical, or diagonal Gaussian with a
 #      state-independent log_std), ratio, clipped surrogate, value loss (plain or clipped),
 #      metrics, and the loss's gradient with respect to the head outputs (written by hand)
@@ -28,7 +29,7 @@
 # layers; each weight [out, in] row-major as nn.Linear holds it). ``parameters()`` returns NumPy
 # views into the parameter buffer, which PPO and A2C hand to their torch modules
 # (``param.data = torch.from_numpy(view)``), so torch and the kernel read and write the same
-# memory: there is nothing to copy. Scratch buffers are sized for the largest minibatch seen
+# memory: there is nothing to copy. The compiled collection reads it in place too. Scratch buffers are sized for the largest minibatch seen
 # and reused. The tests (tests/test_a2c_compiled_update.py) compare A2C's steps with torch too.
 #
 # Matrix layout for sgemm (column-major BLAS on row-major arrays): a row-major [r, c] array
@@ -42,7 +43,8 @@ from libc.string cimport memcpy
 from scipy.linalg.cython_blas cimport sgemm
 from _types cimport float32_t, int64_t, intp_t
 from _checks cimport exact_array
-from rlox_ppo cimport (rlox_bias_act_f32, rlox_tanh_grad_f32, rlox_colsum_f32, rlox_sumsq_f32,
+from rlox_mlp cimport mlp_t, mlp_alloc, mlp_free, mlp_forward
+from rlox_ppo cimport (rlox_tanh_grad_f32, rlox_colsum_f32, rlox_sumsq_f32,
                       rlox_scale_f32, rlox_adam_f32, rlox_rmsprop_f32)
 from contextlib import contextmanager
 import numpy as np
@@ -102,9 +104,11 @@ cdef enum:
 
 
 # ----------------------------------------------------------------------------- MLP
+# The network and its forward pass are ext/rlox_mlp.pxd's (shared with the compiled collection,
+# ext/hybrid.pyx); the update adds where each layer sits in the flat buffers (for the
+# gradients) and the activations it keeps for the backward pass.
 cdef struct net_t:
-    int n_layers              # Linear layers (>= 1); Tanh after all but the last
-    int* dims                 # [n_layers + 1]: dims[0] = input size, dims[l + 1] = output size of layer l
+    mlp_t mlp                 # layers; mlp.w / mlp.b point into the parameter buffer
     intp_t* w_off             # [n_layers]: offset of layer l's weight [out, in] in the flat buffers
     intp_t* b_off             # [n_layers]: offset of layer l's bias [out]
     float32_t** act           # [n_layers]: scratch [cap, dims[l + 1]], layer outputs (after Tanh)
@@ -113,15 +117,20 @@ cdef struct net_t:
 cdef int net_alloc(net_t* net, list sizes, intp_t* offset) except -1:
     """Lay out Linear layers sizes[0] -> sizes[1] -> ... from ``offset`` (advanced past them)."""
     cdef int l, n = len(sizes) - 1
-    net.n_layers = n
-    net.dims = <int*>malloc((n + 1) * sizeof(int))
+    cdef int* dims = <int*>malloc((n + 1) * sizeof(int))
+    if dims == NULL:
+        raise MemoryError()
+    for l in range(n + 1):
+        dims[l] = sizes[l]
+    try:
+        mlp_alloc(&net.mlp, n, dims)
+    finally:
+        free(dims)
     net.w_off = <intp_t*>malloc(n * sizeof(intp_t))
     net.b_off = <intp_t*>malloc(n * sizeof(intp_t))
     net.act = <float32_t**>malloc(n * sizeof(float32_t*))
-    if net.dims == NULL or net.w_off == NULL or net.b_off == NULL or net.act == NULL:
+    if net.w_off == NULL or net.b_off == NULL or net.act == NULL:
         raise MemoryError()
-    for l in range(n + 1):
-        net.dims[l] = sizes[l]
     for l in range(n):
         net.w_off[l] = offset[0]
         offset[0] += <intp_t>sizes[l] * sizes[l + 1]
@@ -131,24 +140,18 @@ cdef int net_alloc(net_t* net, list sizes, intp_t* offset) except -1:
     return 0
 
 
+cdef void net_point(net_t* net, const float32_t* params) noexcept:
+    """Point the layers' weights and biases at their places in ``params``."""
+    cdef int l
+    for l in range(net.mlp.n_layers):
+        net.mlp.w[l] = params + net.w_off[l]
+        net.mlp.b[l] = params + net.b_off[l]
+
+
 cdef void net_free(net_t* net) noexcept:
-    free(net.dims); free(net.w_off); free(net.b_off); free(net.act)
-    net.dims = NULL; net.w_off = NULL; net.b_off = NULL; net.act = NULL
-
-
-cdef void net_forward(const net_t* net, float32_t* params, const float32_t* x, int B) noexcept nogil:
-    """net.act[l] = outputs of layer l for the B rows of x [B, dims[0]]."""
-    cdef int l, n_in, n_out
-    cdef float32_t one = 1.0, zero = 0.0
-    cdef const float32_t* h = x
-    cdef char tr = b'T', nt = b'N'
-    for l in range(net.n_layers):
-        n_in = net.dims[l]
-        n_out = net.dims[l + 1]
-        sgemm(&tr, &nt, &n_out, &B, &n_in, &one, params + net.w_off[l], &n_in,
-              <float32_t*>h, &n_in, &zero, net.act[l], &n_out)
-        rlox_bias_act_f32(net.act[l], params + net.b_off[l], B, n_out, l < net.n_layers - 1)
-        h = net.act[l]
+    mlp_free(&net.mlp)
+    free(net.w_off); free(net.b_off); free(net.act)
+    net.w_off = NULL; net.b_off = NULL; net.act = NULL
 
 
 cdef void net_backward(const net_t* net, float32_t* params, float32_t* grads, const float32_t* x,
@@ -162,9 +165,9 @@ cdef void net_backward(const net_t* net, float32_t* params, float32_t* grads, co
     cdef float32_t* nxt
     cdef const float32_t* h
     cdef char tr = b'T', nt = b'N'
-    for l in range(net.n_layers - 1, -1, -1):
-        n_in = net.dims[l]
-        n_out = net.dims[l + 1]
+    for l in range(net.mlp.n_layers - 1, -1, -1):
+        n_in = net.mlp.dims[l]
+        n_out = net.mlp.dims[l + 1]
         h = x if l == 0 else net.act[l - 1]
         sgemm(&nt, &tr, &n_in, &n_out, &B, &one, <float32_t*>h, &n_in, cur, &n_out, &zero,
               grads + net.w_off[l], &n_in)
@@ -182,9 +185,9 @@ cdef list _net_layout(const net_t* net, str prefix):
     layers at indices 0, 2, 4, ...: a Tanh between them)."""
     cdef int l
     out = []
-    for l in range(net.n_layers):
-        out.append((f"{prefix}.{2 * l}.weight", int(net.w_off[l]), (net.dims[l + 1], net.dims[l])))
-        out.append((f"{prefix}.{2 * l}.bias", int(net.b_off[l]), (net.dims[l + 1],)))
+    for l in range(net.mlp.n_layers):
+        out.append((f"{prefix}.{2 * l}.weight", int(net.w_off[l]), (net.mlp.dims[l + 1], net.mlp.dims[l])))
+        out.append((f"{prefix}.{2 * l}.bias", int(net.b_off[l]), (net.mlp.dims[l + 1],)))
     return out
 
 
@@ -288,8 +291,8 @@ cdef class PPOUpdateKernel:
     cdef bint busy
 
     def __cinit__(self):
-        self.actor.dims = NULL
-        self.critic.dims = NULL
+        self.actor.mlp.dims = NULL
+        self.critic.mlp.dims = NULL
         self.scratch = NULL
         self.s_act_i = NULL
         self.g_std = NULL
@@ -305,7 +308,7 @@ cdef class PPOUpdateKernel:
                  double ent_coef=0.0, bint clip_vloss=True, bint normalize_advantages=True,
                  double max_grad_norm=0.5, str loss="ppo", str optimizer="adam", betas=(0.9, 0.999),
                  double eps=1e-5, double alpha=0.99, int blas_threads=1):
-        if self.actor.dims != NULL:
+        if self.actor.mlp.dims != NULL:
             raise RuntimeError("PPOUpdateKernel is already initialised; create a new one")
         if loss not in LOSSES:
             raise ValueError(f"loss must be one of {LOSSES}, got {loss!r}")
@@ -371,14 +374,16 @@ cdef class PPOUpdateKernel:
         self._v_arr = np.zeros(self.n_params, dtype=np.float32)
         cdef float32_t[::1] pv = self._params_arr, gv = self._grads_arr, mv = self._m_arr, vv = self._v_arr
         self.params, self.grads, self.m, self.v = &pv[0], &gv[0], &mv[0], &vv[0]
+        net_point(&self.actor, self.params)
+        net_point(&self.critic, self.params)
         self.opt_step = 0
         self.last_grad_norm = NAN
         self._reset_metrics()
 
     def __dealloc__(self):
-        if self.actor.dims != NULL:
+        if self.actor.mlp.dims != NULL:
             net_free(&self.actor)
-        if self.critic.dims != NULL:
+        if self.critic.mlp.dims != NULL:
             net_free(&self.critic)
         free(self.scratch)
         free(self.s_act_i)
@@ -475,10 +480,10 @@ cdef class PPOUpdateKernel:
             return 0
         cdef intp_t total = 0, l
         cdef intp_t od = self.obs_dim, no = self.n_out, w = self.max_width
-        for l in range(self.actor.n_layers):
-            total += rows * self.actor.dims[l + 1]
-        for l in range(self.critic.n_layers):
-            total += rows * self.critic.dims[l + 1]
+        for l in range(self.actor.mlp.n_layers):
+            total += rows * self.actor.mlp.dims[l + 1]
+        for l in range(self.critic.mlp.n_layers):
+            total += rows * self.critic.mlp.dims[l + 1]
         total += rows * (od + 2 * no + 6 + 2 * w)
         cdef float32_t* block = <float32_t*>malloc(total * sizeof(float32_t))
         cdef int64_t* acts = <int64_t*>malloc(rows * sizeof(int64_t))
@@ -489,12 +494,12 @@ cdef class PPOUpdateKernel:
         free(self.s_act_i)
         self.scratch, self.s_act_i = block, acts
         cdef float32_t* p = block
-        for l in range(self.actor.n_layers):
+        for l in range(self.actor.mlp.n_layers):
             self.actor.act[l] = p
-            p += rows * self.actor.dims[l + 1]
-        for l in range(self.critic.n_layers):
+            p += rows * self.actor.mlp.dims[l + 1]
+        for l in range(self.critic.mlp.n_layers):
             self.critic.act[l] = p
-            p += rows * self.critic.dims[l + 1]
+            p += rows * self.critic.mlp.dims[l + 1]
         self.s_x = p; p += rows * od
         self.s_act_f = p; p += rows * no
         self.s_dha = p; p += rows * no
@@ -705,8 +710,8 @@ cdef class PPOUpdateKernel:
             for r in range(B):
                 self.s_adv[r] = (self.s_adv[r] - mean_f) / denom_f
         # 3. forward
-        net_forward(&self.actor, self.params, x, B)
-        net_forward(&self.critic, self.params, x, B)
+        mlp_forward(&self.actor.mlp, x, B, self.actor.act)
+        mlp_forward(&self.critic.mlp, x, B, self.critic.act)
         # 4. loss terms, metrics and the gradient w.r.t. the head outputs, row by row
         if not self._loss_rows(B, clip_eps, kl_limit):
             return 0
@@ -742,7 +747,7 @@ cdef class PPOUpdateKernel:
         returns 0, leaving the gradients and metrics alone, when approx_kl > kl_limit."""
         cdef intp_t r, j
         cdef int no = self.n_out
-        cdef int la = self.actor.n_layers - 1, lc = self.critic.n_layers - 1
+        cdef int la = self.actor.mlp.n_layers - 1, lc = self.critic.mlp.n_layers - 1
         cdef const float32_t* head = self.actor.act[la]
         cdef const float32_t* values = self.critic.act[lc]
         cdef float32_t eps = <float32_t>clip_eps

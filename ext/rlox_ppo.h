@@ -42,6 +42,14 @@
 #define RLOX_PPO_CLONES
 #endif
 
+/* every extension that uses one of these functions includes them all (ext/rlox_mlp.pxd only
+ * needs the bias + Tanh): the others are unused there, which is fine */
+#if defined(__GNUC__)
+#define RLOX_PPO_MAYBE_UNUSED __attribute__((unused))
+#else
+#define RLOX_PPO_MAYBE_UNUSED
+#endif
+
 /* no-trapping-math lets GCC if-convert the selects below for SSE/AVX2, and no-math-errno lets
  * it use the sqrt instruction in Adam's vectorised loop (rlox never reads errno or the FP
  * exception flags). Values are unaffected: this is not -ffast-math (no reassociation, no
@@ -75,7 +83,7 @@ static inline __attribute__((always_inline)) float rlox_tanh_f32(float x) {
 }
 
 /* y [rows, cols] (row-major) += b [cols] per row, then Tanh when apply_tanh. */
-RLOX_PPO_CLONES static void rlox_bias_act_f32(float *y, const float *b, int64_t rows, int64_t cols,
+RLOX_PPO_MAYBE_UNUSED RLOX_PPO_CLONES static void rlox_bias_act_f32(float *y, const float *b, int64_t rows, int64_t cols,
                                               int apply_tanh) {
     int64_t r, j;
     for (r = 0; r < rows; r++) {
@@ -89,13 +97,13 @@ RLOX_PPO_CLONES static void rlox_bias_act_f32(float *y, const float *b, int64_t 
 }
 
 /* d[i] = d[i] * (1 - h[i]^2): the gradient through h = tanh(z), as torch's tanh_backward. */
-RLOX_PPO_CLONES static void rlox_tanh_grad_f32(float *d, const float *h, int64_t n) {
+RLOX_PPO_MAYBE_UNUSED RLOX_PPO_CLONES static void rlox_tanh_grad_f32(float *d, const float *h, int64_t n) {
     int64_t i;
     for (i = 0; i < n; i++) d[i] = d[i] * (1.0f - h[i] * h[i]);
 }
 
 /* out[j] = sum over rows r of a[r, j] (rows summed in order, per column). */
-RLOX_PPO_CLONES static void rlox_colsum_f32(const float *a, int64_t rows, int64_t cols, float *out) {
+RLOX_PPO_MAYBE_UNUSED RLOX_PPO_CLONES static void rlox_colsum_f32(const float *a, int64_t rows, int64_t cols, float *out) {
     int64_t r, j;
     for (j = 0; j < cols; j++) out[j] = 0.0f;
     for (r = 0; r < rows; r++) {
@@ -105,7 +113,7 @@ RLOX_PPO_CLONES static void rlox_colsum_f32(const float *a, int64_t rows, int64_
 }
 
 /* sum of x[i]^2 over n values: RLOX_PPO_LANES float lanes, flushed to a double per chunk. */
-RLOX_PPO_CLONES static double rlox_sumsq_f32(const float *x, int64_t n) {
+RLOX_PPO_MAYBE_UNUSED RLOX_PPO_CLONES static double rlox_sumsq_f32(const float *x, int64_t n) {
     double total = 0.0;
     int64_t i = 0, end, j;
     float acc[RLOX_PPO_LANES];
@@ -120,7 +128,7 @@ RLOX_PPO_CLONES static double rlox_sumsq_f32(const float *x, int64_t n) {
     return total;
 }
 
-RLOX_PPO_CLONES static void rlox_scale_f32(float *x, int64_t n, float s) {
+RLOX_PPO_MAYBE_UNUSED RLOX_PPO_CLONES static void rlox_scale_f32(float *x, int64_t n, float s) {
     int64_t i;
     for (i = 0; i < n; i++) x[i] = x[i] * s;
 }
@@ -195,7 +203,7 @@ static void rlox_adam_sse2(
 }
 #endif
 
-static void rlox_adam_f32(float *p, float *m, float *v, const float *g, int64_t n,
+RLOX_PPO_MAYBE_UNUSED static void rlox_adam_f32(float *p, float *m, float *v, const float *g, int64_t n,
                           float one_minus_beta1, float beta2, float one_minus_beta2,
                           float step_size, float bc2_sqrt, float eps) {
 #ifdef RLOX_PPO_ADAM_X86
@@ -269,7 +277,7 @@ static void rlox_rmsprop_sse2(
 }
 #endif
 
-static void rlox_rmsprop_f32(float *p, float *v, const float *g, int64_t n, float alpha,
+RLOX_PPO_MAYBE_UNUSED static void rlox_rmsprop_f32(float *p, float *v, const float *g, int64_t n, float alpha,
                              float one_minus_alpha, float neg_lr, float eps) {
 #ifdef RLOX_PPO_ADAM_X86
     if (__builtin_cpu_supports("avx512f"))

@@ -62,9 +62,89 @@ def test_kernel_rollout_replays_through_the_torch_collector(env_id, n_steps):
     torch.testing.assert_close(batch.obs, want.obs, rtol=0, atol=0)
     torch.testing.assert_close(batch.actions, want.actions, rtol=0, atol=0)
     torch.testing.assert_close(batch.dones, want.dones, rtol=0, atol=0)
-    for key in ("log_probs", "values", "rewards", "advantages", "returns"):
+    # the kernel's forward is torch's float32 MLP (ext/rlox_mlp.pxd): float32 rounding only
+    for key in ("log_probs", "values", "rewards"):
+        torch.testing.assert_close(getattr(batch, key), getattr(want, key), rtol=1e-5, atol=1e-5, msg=key)
+    for key in ("advantages", "returns"):       # (sums over up to 210 steps of the above)
         torch.testing.assert_close(getattr(batch, key), getattr(want, key), rtol=1e-4, atol=1e-4, msg=key)
     assert sorted(algo.compiled_collector.episode_lengths) == sorted(ref.episode_lengths)
+
+
+# ---------------------------------------------------------------- one set of weights
+def _scored_by_torch(algo, batch):
+    """The batch's log-probs and values as the torch policy scores them now."""
+    with torch.no_grad():
+        log_probs, _, values = algo.policy.evaluate_actions(batch.obs, batch.actions)
+    return log_probs, values.reshape(-1)
+
+
+def _reads_torch_parameters(algo):
+    want = [t.data_ptr() for net in (algo.policy.actor, algo.policy.critic) for t in net.parameters()]
+    if not algo.policy.discrete:
+        want.append(algo.policy.log_std.data_ptr())
+    return algo.compiled_collector.policy.weight_pointers() == want
+
+
+@pytest.mark.parametrize("cls, env_id, compiled_update", [
+    (PPO, "CartPole-v1", True), (PPO, "Pendulum-v1", True), (A2C, "CartPole-v1", True),
+    (A2C, "Acrobot-v1", False), (VPG, "CartPole-v1", None)])
+def test_the_collection_reads_the_updated_weights_in_place(cls, env_id, compiled_update):
+    """After updates (compiled: into PPOUpdateKernel's flat buffer; torch: into the torch
+    parameters) the kernel samples with the new weights, read where the update wrote them:
+    its pointers are the torch parameters' (so, compiled, inside the flat buffer), and the
+    collected log-probs and values are torch's for the same rows."""
+    kw = dict(ALGOS[cls])
+    if compiled_update is not None:
+        kw["compiled_update"] = compiled_update
+    algo = cls(env_id, seed=1, **kw)
+    first = algo.compiled_collector.policy.weight_pointers()
+    algo.train(2 * kw["n_envs"] * kw["n_steps"])
+    assert _reads_torch_parameters(algo)
+    if compiled_update:
+        flat = algo.update_kernel.flat_parameters
+        assert all(flat.ctypes.data <= p < flat.ctypes.data + flat.nbytes for p in first)
+        assert algo.compiled_collector.policy.weight_pointers() == first    # never re-pointed
+    assert algo.compiled_collector.zero_copy
+    batch, _, _ = algo.compiled_collector.collect(algo.policy, 16)
+    log_probs, values = _scored_by_torch(algo, batch)
+    torch.testing.assert_close(batch.log_probs, log_probs, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(batch.values, values, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("compiled_update", [True, False])
+def test_load_state_dict_and_replaced_tensors_are_picked_up(compiled_update):
+    algo = PPO("CartPole-v1", seed=2, compiled_update=compiled_update, **ALGOS[PPO])
+    other = PPO("CartPole-v1", seed=9, **ALGOS[PPO])
+    other.train(64)
+    algo.policy.load_state_dict(other.policy.state_dict())          # copied in place
+    batch, _, _ = algo.compiled_collector.collect(algo.policy, 16)
+    torch.testing.assert_close(batch.values, _scored_by_torch(other, batch)[1], rtol=1e-5, atol=1e-5)
+    # a parameter swapped for another tensor: the next rollout reads the new one
+    with torch.no_grad():
+        algo.policy.critic[-1].bias.data = algo.policy.critic[-1].bias.data + 3.0
+    batch, _, _ = algo.compiled_collector.collect(algo.policy, 16)
+    assert _reads_torch_parameters(algo)
+    torch.testing.assert_close(batch.values, _scored_by_torch(algo, batch)[1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(batch.values, _scored_by_torch(other, batch)[1] + 3.0, rtol=1e-5, atol=1e-5)
+    algo.train(64)                  # (the compiled update re-shares the swapped tensor; still in sync)
+    batch, _, _ = algo.compiled_collector.collect(algo.policy, 16)
+    assert _reads_torch_parameters(algo) and algo.compiled_collector.zero_copy
+    torch.testing.assert_close(batch.log_probs, _scored_by_torch(algo, batch)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_parameters_it_cannot_read_in_place_are_staged():
+    """A non-contiguous parameter (or, with compiled_collection=True, one on another device)
+    is read through a float32 CPU copy made at each rollout."""
+    algo = A2C("CartPole-v1", seed=4, compiled_update=False, **ALGOS[A2C])
+    w = algo.policy.actor[0].weight
+    w.data = w.data.t().contiguous().t()                 # same values, column-major
+    batch, _, _ = algo.compiled_collector.collect(algo.policy, 8)
+    assert not algo.compiled_collector.zero_copy
+    torch.testing.assert_close(batch.log_probs, _scored_by_torch(algo, batch)[0], rtol=1e-5, atol=1e-5)
+    with torch.no_grad():
+        w.mul_(2.0)                                      # staged again at the next rollout
+    batch, _, _ = algo.compiled_collector.collect(algo.policy, 8)
+    torch.testing.assert_close(batch.log_probs, _scored_by_torch(algo, batch)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_sampled_actions_follow_the_torch_distribution():

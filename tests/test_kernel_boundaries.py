@@ -82,7 +82,7 @@ def _store(tokens):
 def _policy(obs):
     torch.manual_seed(0)
     actor, critic = torch.nn.Linear(3, 2), torch.nn.Linear(3, 1)
-    pairs = [lambda m: [(m.weight.detach().double().numpy(), m.bias.detach().double().numpy())]]
+    pairs = [lambda m: [(m.weight.detach().numpy(), m.bias.detach().numpy())]]
     pol = CompiledPolicy(pairs[0](actor), pairs[0](critic), discrete=True, n_streams=8)
     return pol.forward(obs)
 

@@ -1,24 +1,32 @@
 """On-policy rollouts in compiled code: ``CompiledCollection``, used by ``OnPolicyAlgorithm``
 (PPO, A2C, VPG, TRPO; ``HybridPPO`` is PPO with it required).
 
-``rlox._ext.hybrid.RolloutKernel`` runs, for each native env in one nogil OpenMP ``prange``:
-the actor and critic forward pass (``CompiledPolicy``: the default ``rlox.policies`` Tanh MLPs
-in float64 C loops), action sampling from a per-env xoshiro stream, the env step
-(``ext/envs_core.pxd``), the truncation bootstrap ``r + gamma * V(final obs)``, resets and the
-rollout writes: no Python per step. GAE then runs in one ``compute_gae_batched_f32`` call and
-the batch is laid out time-major (row ``t * n_envs + e``), as ``RolloutCollector`` lays it out,
-so the update (torch or compiled) sees the same kind of batch from either collector.
+``rlox._ext.hybrid.RolloutKernel`` runs, in one nogil loop over the steps: the actor and
+critic forward pass for all envs as one float32 batch (``CompiledPolicy``; the MLP is defined
+once, in ``ext/rlox_mlp.pxd``, for this kernel and the compiled update), action sampling from a
+per-env xoshiro stream, the native env step (``ext/envs_core.pxd``), the truncation bootstrap
+``r + gamma * V(final obs)``, resets and the rollout writes: no Python per step. GAE then runs
+in one ``compute_gae_batched_f32`` call and the batch is laid out time-major (row
+``t * n_envs + e``), as ``RolloutCollector`` lays it out, so the update (torch or compiled) sees
+the same kind of batch from either collector.
 
 Same pipeline as ``RolloutCollector.collect`` (same envs seeded ``seed + i``, same bootstrap,
 same GAE); what differs is the random stream the actions are drawn from (per-env xoshiro
 streams seeded from ``seed`` instead of the algorithm's ``torch.Generator``), so the same seed
 gives other trajectories than the torch path, drawn from the same distributions
 (tests/test_compiled_collection.py: exact replay of the env / bootstrap / GAE pipeline, log
-probs and values equal to torch's for the collected rows, and two-sample tests of the sampled
-actions and episode lengths against the torch path).
+probs and values equal to torch's float32 forward for the collected rows, and two-sample tests
+of the sampled actions and episode lengths against the torch path).
 
-Weights: copied from the torch policy (float32 -> float64) at the start of every rollout, so
-whatever changed them (an update of any algorithm, ``load``, a user edit) is what samples.
+Weights: one set, never copied. The kernel reads the torch parameters' own float32 memory
+(with ``compiled_update`` on, the torch parameters are views of ``PPOUpdateKernel``'s flat
+buffer, so collection and update read and write the same floats). At the start of every
+rollout ``sync_weights`` compares the parameters' addresses with the ones the kernel reads and
+re-points it when a tensor was replaced (``param.data = ...``, a re-shared buffer); in-place
+changes (an optimizer step, ``load_state_dict``, a user's ``p.mul_``) need nothing at all. Only
+parameters the kernel cannot read in place (another device, with ``compiled_collection=True``
+and ``device="cuda"``; another dtype; non-contiguous) are staged through a float32 CPU copy at
+each rollout (``zero_copy`` is then False).
 
 Per-step callbacks (a callback overriding ``on_step``): the kernel then runs one step per env
 per call and ``on_step`` is called after each, as the torch collector calls it after each
@@ -79,10 +87,19 @@ def compiled_collection_unsupported(algo: Any, *, auto: bool = True) -> str | No
     return None
 
 
-def _linear_pairs(net: torch.nn.Sequential) -> list[tuple[np.ndarray, np.ndarray]]:
-    # float32 views (no copy on a CPU); CompiledPolicy.set_weights converts into its float64 layout.
-    return [(m.weight.detach().cpu().numpy(), m.bias.detach().cpu().numpy())
-            for m in net if isinstance(m, torch.nn.Linear)]
+def _weight_tensors(policy: torch.nn.Module) -> list[torch.Tensor]:
+    """The tensors the kernel reads: each actor Linear's weight and bias, then the critic's,
+    then (Gaussian) log_std."""
+    # (the modules' own dicts: nn.Module.__getattr__ made this a 14 us call, run every rollout)
+    out = [t for net in (policy.actor, policy.critic) for m in net._modules.values()
+           if isinstance(m, torch.nn.Linear) for t in (m._parameters["weight"], m._parameters["bias"])]
+    if not policy.discrete:
+        out.append(policy.log_std)
+    return out
+
+
+def _in_place(t: torch.Tensor) -> bool:
+    return t.device.type == "cpu" and t.dtype == torch.float32 and t.is_contiguous()
 
 
 class CompiledCollection:
@@ -103,20 +120,38 @@ class CompiledCollection:
 
         self.discrete = bool(policy.discrete)
         self.n_envs, self.gamma, self.gae_lambda, self.device = int(n_envs), float(gamma), float(gae_lambda), device
-        self.policy = CompiledPolicy(_linear_pairs(policy.actor), _linear_pairs(policy.critic),
-                                     discrete=self.discrete, log_std=self._log_std(policy),
+        self._ptrs: list[int] | None = None
+        self.zero_copy = True
+        actor, critic, log_std = self._arrays(policy)
+        self.policy = CompiledPolicy(actor, critic, discrete=self.discrete, log_std=log_std,
                                      n_streams=self.n_envs, seed=seed)
         self.kernel = RolloutKernel(self.policy, env_id, self.n_envs, seed=seed)
         self.episode_returns: np.ndarray = np.zeros(0)
         self.episode_lengths: np.ndarray = np.zeros(0, dtype=np.int64)
         self.stop_requested = False
 
-    def _log_std(self, policy: torch.nn.Module) -> np.ndarray | None:
-        return None if self.discrete else policy.log_std.detach().cpu().double().numpy()
+    def _arrays(self, policy: torch.nn.Module) -> tuple[list, list, np.ndarray | None]:
+        """NumPy views of the parameters the kernel reads (float32 CPU copies where it cannot
+        read them in place), as (actor pairs, critic pairs, log_std); records their addresses."""
+        ts = _weight_tensors(policy)
+        self.zero_copy = all(_in_place(t) for t in ts)
+        if self.zero_copy:
+            arrays = [t.detach().numpy() for t in ts]
+            self._ptrs = [t.data_ptr() for t in ts]
+        else:
+            arrays = [t.detach().to("cpu", torch.float32).contiguous().numpy() for t in ts]
+            self._ptrs = None
+        n_a = 2 * sum(isinstance(m, torch.nn.Linear) for m in policy.actor)
+        pairs = [(arrays[i], arrays[i + 1]) for i in range(0, len(arrays) - (0 if self.discrete else 1), 2)]
+        return pairs[:n_a // 2], pairs[n_a // 2:], (None if self.discrete else arrays[-1])
 
     def sync_weights(self, policy: torch.nn.Module) -> None:
-        """Copy the torch policy's current weights into the compiled policy."""
-        self.policy.set_weights(_linear_pairs(policy.actor), _linear_pairs(policy.critic), self._log_std(policy))
+        """Make the kernel read ``policy``'s current parameters: nothing to do while they are the
+        tensors it already reads (the usual case: updates write them in place); re-points it
+        when one was replaced; re-stages the CPU copy where it cannot read them in place."""
+        if self._ptrs is not None and [t.data_ptr() for t in _weight_tensors(policy)] == self._ptrs:
+            return
+        self.policy.set_weights(*self._arrays(policy))
 
     def collect(self, policy: torch.nn.Module, n_steps: int,
                 on_step: Callable[[], Any] | None = None) -> tuple[RolloutBatch, float, float]:

@@ -15,8 +15,10 @@ included), the same ``target_kl`` early stop and the same metrics; the tests
 update within float32 rounding.
 
 Memory: the torch parameters share the kernel's buffer (``param.data`` is a NumPy view of
-it), so ``predict``, ``save``, artifacts and HybridPPO's compiled collection policy always see
-the current weights. The optimizer's state (Adam's moments, RMSprop's square average, the
+it), so ``predict``, ``save``, artifacts and the compiled collection (which reads the torch
+parameters' memory in place, ``rlox.algorithms._compiled_collection``) always see the current
+weights, with nothing copied. The MLP itself (layout and forward pass) is ``ext/rlox_mlp.pxd``,
+shared by this kernel and the rollout kernel. The optimizer's state (Adam's moments, RMSprop's square average, the
 step count) lives in the kernel while it runs; it is written into the torch optimizer's state
 when a checkpoint is taken or the update is switched to torch, and read back after a load or a
 switch to the kernel. So a checkpoint has the same format with
