@@ -801,8 +801,8 @@ class IMPALAConfig(ConfigBase):
                                  "local Ray instance)", optional=True)
     ray_actor_cpus: float | None = _f(None, "ray backend: CPUs reserved per actor (None: the cluster's "
                                       "CPUs / n_actors, at most 1)", gt=0, optional=True)
-    actor_timeout: float = _f(60.0, "seconds the learner waits for any trajectory before it restarts "
-                              "silent actors", gt=0)
+    actor_timeout: float = _f(60.0, "wall seconds an actor may go without delivering a trajectory (counted "
+                              "from its last delivery or hand-out of work) before it is restarted", gt=0)
     max_actor_restarts: int = _f(20, "actor restarts allowed per train() call before giving up", ge=0)
 
     def validate(self) -> None:
