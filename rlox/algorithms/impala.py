@@ -213,10 +213,6 @@ class _Deadlines:
     def handed_work(self, key: Any) -> None:
         self.due[key] = max(self.due.get(key, -np.inf), time.monotonic() + self.timeout)
 
-    def forget(self, key: Any) -> None:
-        self.due.pop(key, None)
-        self.starting.discard(key)
-
     def expired(self) -> list[Any]:
         """The actors past their deadline (restart those with nothing waiting)."""
         now = time.monotonic()
