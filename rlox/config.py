@@ -789,9 +789,9 @@ class IMPALAConfig(ConfigBase):
     # 256 steps (2 trajectories of 32 x 4): IMPALA makes one gradient step per batch, so the batch
     # sets the number of updates, and on CartPole the critic needs >1000 Adam steps just to reach
     # its ~100-high values. At 2048 a 1M-step run made 488 updates (value loss ~75 at the end; 5
-    # seeds: IQM 408); at 512, 1953 (IQM 452-500 over two 5-seed runs); at 256, 3906 (IQM 477,
-    # benchmarks/results/impala.md). For scale: the paper's Atari batch is 32 x 20 = 640 steps
-    # (Espeholt et al. 2018, appendix), RLlib's CartPole example 500
+    # seeds: IQM 408); at 512, 1953 (IQM 452-500 over two 5-seed runs); at 256, 3906 (IQM 477, 500
+    # and 500 over three 5-seed runs, benchmarks/results/impala.md). For scale: the paper's Atari
+    # batch is 32 x 20 = 640 steps (Espeholt et al. 2018, appendix), RLlib's CartPole example 500
     # (rllib/tuned_examples/impala/cartpole_impala.py), SB3 zoo's A2C on CartPole 8 x 5 = 40.
     batch_size: int = _f(256, "env steps per learner update; a multiple of unroll_length * envs_per_actor", ge=1)
     learning_rate: float = _f(1e-3, "learning rate", gt=0)
@@ -816,8 +816,8 @@ class IMPALAConfig(ConfigBase):
                                  "local Ray instance)", optional=True)
     ray_actor_cpus: float | None = _f(None, "ray backend: CPUs reserved per actor (None: the cluster's "
                                       "CPUs / n_actors, at most 1)", gt=0, optional=True)
-    actor_timeout: float = _f(60.0, "seconds the learner waits for any trajectory before it restarts "
-                              "silent actors", gt=0)
+    actor_timeout: float = _f(60.0, "wall seconds an actor may go without delivering a trajectory (counted "
+                              "from its last delivery or hand-out of work) before it is restarted", gt=0)
     max_actor_restarts: int = _f(20, "actor restarts allowed per train() call before giving up", ge=0)
 
     def validate(self) -> None:

@@ -206,3 +206,28 @@ def test_continuous_actions_gymnasium_env():
     assert m["timesteps"] == 64 and np.isfinite(m["loss"])
     action = algo.predict(np.zeros(3, np.float32), deterministic=True)
     assert action.shape == (1,) and -2.0 <= float(action[0]) <= 2.0
+
+
+def test_deadlines_run_in_wall_time_from_the_last_delivery_or_hand_out(monkeypatch):
+    from rlox.algorithms import impala as mod
+
+    now = [1000.0]
+    monkeypatch.setattr(mod.time, "monotonic", lambda: now[0])
+    d = mod._Deadlines(2.0, sibling_grace=10.0)
+    d.started("a"), d.started("b")
+    now[0] += 100.0                              # start-up: 120 s of grace
+    assert d.expired() == [] and d.wait_time() == 2.0
+    d.delivered("a")                             # a is up: b, still starting, gets 10 s from now
+    now[0] += 9.0
+    assert d.expired() == ["a"] and d.wait_time() == pytest.approx(0.01)
+    d.handed_work("a")                           # a slot back / a new unroll: 2 s from now
+    now[0] += 0.5                                # the learner waits until b's deadline at most
+    assert d.expired() == [] and d.wait_time() == pytest.approx(0.51)
+    now[0] += 2.0                                # a: 2.5 s since its work; b: 11.5 s since a was up
+    assert sorted(d.expired()) == ["a", "b"]
+    d.delivered("b"), d.handed_work("a")
+    assert d.expired() == [] and d.wait_time() == 2.0
+    ray_like = mod._Deadlines(2.0)               # no sibling grace: each start keeps its 120 s
+    ray_like.started("x"), ray_like.started("y"), ray_like.delivered("x")
+    now[0] += 60.0
+    assert ray_like.expired() == ["x"]

@@ -91,3 +91,44 @@ def test_ray_actor_that_cannot_build_its_env_reaches_the_user_once(cluster):
         assert algo.backend is None
     finally:
         ENV_REGISTRY.unregister("ImpalaDriverOnly-v0")
+
+
+class _BusyLearner(Callback):
+    """A learner busy for ``busy`` s per update (the healthy actor's next trajectory is then always
+    ready, so the learner itself hardly waits); stops once an actor was restarted, or ``limit``
+    wall seconds after the env hung (a hung actor that was never found)."""
+
+    def __init__(self, busy, marker, limit):
+        super().__init__()
+        self.busy, self.marker, self.limit = busy, marker, limit
+
+    def on_update(self, metrics):
+        time.sleep(self.busy)
+        if self.marker.exists() and self.marker.read_text() and time.time() - float(self.marker.read_text()) > self.limit:
+            return False
+        return metrics["actors/restarts"] == 0
+
+
+def test_ray_actor_that_hangs_while_another_delivers_is_restarted_in_wall_time(cluster, tmp_path):
+    import gymnasium as gym
+    from gymnasium.envs.registration import EnvSpec
+
+    # The first env to reach step 60 hangs forever (its actor stays alive but silent); the other
+    # actor keeps the learner fed, one trajectory per update.
+    marker = tmp_path / "hung"
+    spec = EnvSpec("HangOnce-v0", entry_point="tests._impala_envs:HangOnce", max_episode_steps=500,
+                   kwargs={"marker": str(marker), "after": 60})
+    timeout, limit = 3.0, 40.0
+    cb = _BusyLearner(1.0, marker, limit)
+    algo = IMPALA(gym.make(spec), seed=0, backend="ray", ray_address=cluster.address, n_actors=2, ray_actor_cpus=1,
+                  envs_per_actor=2, unroll_length=16, batch_size=32, actor_timeout=timeout, callbacks=[cb])
+    with pytest.warns(ActorRestartWarning, match=r"Ray actor [01] restarted \(no trajectory for 3 s\)"):
+        m = algo.train(total_timesteps=10**6)
+    stopped = time.time()
+    hung_at = float(marker.read_text())
+    # Found within the timeout plus one busy update and scheduling slack, not once the learner
+    # has waited 3 s in total (here it waits a few ms per 1 s update: that takes minutes).
+    assert m["restarts"] == 1 and algo.actor_restarts == 1
+    print(f"hung actor found {stopped - hung_at:.1f} s after it hung")
+    assert timeout - 1 < stopped - hung_at < timeout + 12, f"hung actor found {stopped - hung_at:.1f} s after it hung"
+    assert m["timesteps"] < 10**6 and algo.backend is None

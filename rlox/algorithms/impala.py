@@ -16,7 +16,8 @@ Reading order: config -> networks -> actors (collection) -> backends -> V-trace 
   otherwise, actors shared out over them); ``"thread"`` runs the actors in the learner's own
   thread, one after another (tiny runs, debugging, deterministic); ``"ray"`` makes each actor a
   Ray actor (``ray_address`` joins a cluster). Dead or silent actors are restarted (counted in
-  ``actors/restarts``); the learner waits at most ``actor_timeout`` seconds for anything.
+  ``actors/restarts``): an actor is silent once it has delivered nothing for ``actor_timeout``
+  wall seconds since it last delivered or was handed work (``_Deadlines``, both backends).
 * targets: V-trace (paper eq. 1) over the ``[T, B]`` batch in one ``compute_vtrace_batched``
   call (Cython, prange over the B trajectories), with log rho = log pi(a|x) - log mu(a|x).
 * update: one gradient step per batch on pg loss ``-rho_t A_t log pi`` (A_t from V-trace),
@@ -172,6 +173,57 @@ def _build_actors(actor_ids: Sequence[int], spec: Mapping[str, Any], restart: in
 
 
 # ====================================================================== backends
+class _Deadlines:
+    """Per-actor wall-clock deadlines, shared by the local and Ray backends.
+
+    An actor is silent when it has delivered nothing for ``timeout`` wall seconds since it last
+    delivered or was handed work (a free slot, a new unroll request) and has nothing waiting for
+    the learner now (the backend checks that before it restarts one: ``expired`` only names the
+    candidates). A healthy actor is never kept waiting that long by the learner: work is handed
+    back as soon as a trajectory is copied out, and one finished while the learner learns waits
+    in the pipe / object store, ready. (Counting only the learner's waiting time, as both
+    backends once did, let a hung actor go unnoticed while the others kept the learner busy.)
+
+    A (re)started actor's first delivery includes its start-up: ``started`` grants
+    ``max(timeout, STARTUP)``. With ``sibling_grace`` (local backend: actor processes forked by one
+    fork server, whose start-up is the slow part), once any actor has delivered, the others still
+    starting get ``max(timeout, sibling_grace)`` from then on.
+    """
+
+    STARTUP = 120.0
+
+    def __init__(self, timeout: float, sibling_grace: float | None = None) -> None:
+        self.timeout, self.sibling_grace = timeout, sibling_grace
+        self.due: dict[Any, float] = {}
+        self.starting: set[Any] = set()
+
+    def started(self, key: Any) -> None:
+        self.due[key] = time.monotonic() + max(self.timeout, self.STARTUP)
+        self.starting.add(key)
+
+    def delivered(self, key: Any) -> None:
+        now = time.monotonic()
+        self.due[key] = now + self.timeout
+        if key in self.starting:
+            self.starting.discard(key)
+            if self.sibling_grace is not None:
+                for other in self.starting:
+                    self.due[other] = min(self.due[other], now + max(self.timeout, self.sibling_grace))
+
+    def handed_work(self, key: Any) -> None:
+        self.due[key] = max(self.due.get(key, -np.inf), time.monotonic() + self.timeout)
+
+    def expired(self) -> list[Any]:
+        """The actors past their deadline (restart those with nothing waiting)."""
+        now = time.monotonic()
+        return [key for key, due in self.due.items() if now > due]
+
+    def wait_time(self) -> float:
+        """How long the learner may block waiting for trajectories before it must check deadlines."""
+        soonest = min(self.due.values(), default=np.inf) - time.monotonic()
+        return float(min(self.timeout, max(soonest, 0.0) + 0.01))
+
+
 class _ThreadBackend:
     """Actors in the learner's thread, stepped one after another (deterministic, no processes)."""
 
@@ -340,7 +392,10 @@ class _LocalBackend:
         # Worker w runs actors w, w + n_workers, ...; slots [2w, 2w + 1] are its own.
         self.workers = [{"actors": list(range(w, n_actors, n_workers)),
                          "slots": list(range(w * self.SLOTS_PER_WORKER, (w + 1) * self.SLOTS_PER_WORKER)),
-                         "generation": 0, "proc": None, "conn": None} for w in range(n_workers)]
+                         "generation": 0, "proc": None, "conn": None, "index": w} for w in range(n_workers)]
+        # The fork server's start-up (it imports torch) is the slow part of a worker's start: once
+        # one worker has delivered, a sibling still starting needs seconds, not the start-up grace.
+        self.deadlines = _Deadlines(timeout, sibling_grace=10.0)
         self.closed = False
 
     def _spawn(self, w: dict) -> None:
@@ -351,10 +406,8 @@ class _LocalBackend:
         with _without_main_import():
             proc.start()
         child.close()
-        # Start-up (the first fork server imports torch) gets a longer deadline than an unroll.
         w["proc"], w["conn"] = proc, parent
-        w["deadline"] = time.monotonic() + max(self.timeout, 120.0)
-        w["starting"] = True
+        self.deadlines.started(w["index"])       # start-up gets a longer deadline than an unroll
 
     def _stop(self, w: dict, kill: bool = False) -> None:
         proc, conn = w["proc"], w["conn"]
@@ -397,19 +450,15 @@ class _LocalBackend:
     def trajectories(self, k: int):
         from multiprocessing.connection import wait
 
-        # A worker is silent when it sent nothing for ``timeout`` wall seconds since it last
-        # delivered or got a slot back, and has nothing waiting in its pipe now. A healthy worker
-        # is never blocked by the learner that long: its slots are freed as soon as they are
-        # copied out, and a trajectory finished while the learner learns waits in the pipe
-        # (ready). (Counting only the learner's waiting time, as before, let a stopped worker go
-        # unnoticed while the other workers kept the learner busy.)
+        # Wall-clock deadlines per worker (``_Deadlines``): reset when it delivers and when it
+        # gets a slot back; a silent worker is one past its deadline with an empty pipe.
         got = 0
         while got < k:
             by_conn = {id(w["conn"]): w for w in self.workers}
-            ready = wait([w["conn"] for w in self.workers], timeout=self.timeout)
-            now = time.monotonic()
-            for w in self.workers:
-                if now > w["deadline"] and w["conn"] not in ready:
+            ready = wait([w["conn"] for w in self.workers], timeout=self.deadlines.wait_time())
+            for i in self.deadlines.expired():
+                w = self.workers[i]
+                if w["conn"] not in ready:
                     self._restart(w, f"no trajectory for {self.timeout:g} s")
             for conn in ready:
                 w = by_conn[id(conn)]
@@ -421,13 +470,7 @@ class _LocalBackend:
                     code = w["proc"].exitcode if w["proc"] is not None else None
                     self._restart(w, f"process exited with code {code}")
                     continue
-                w["deadline"] = time.monotonic() + self.timeout
-                if w.pop("starting", False):
-                    # The fork server is up (it imported torch for this worker): a sibling that is
-                    # still starting needs seconds, not the first start-up's grace.
-                    for other in self.workers:
-                        if other.get("starting"):
-                            other["deadline"] = min(other["deadline"], time.monotonic() + max(self.timeout, 10.0))
+                self.deadlines.delivered(w["index"])
                 if msg[0] == "error":           # the env cannot be built: restarting will not help
                     raise RuntimeError(msg[1])
                 if msg[0] == "crash":
@@ -442,7 +485,7 @@ class _LocalBackend:
                 except (OSError, ValueError):
                     pass
                 if w["conn"] is conn:
-                    w["deadline"] = max(w["deadline"], time.monotonic() + self.timeout)
+                    self.deadlines.handed_work(w["index"])
                 got += 1
                 if got >= k:
                     return
@@ -510,8 +553,7 @@ class _RayBackend:
         self.weights_ref: Any = None
         self.version = 0
         self.n_actors = n_actors
-        self.deadline: dict[int, float] = {}
-        self.left = time.monotonic()
+        self.deadlines = _Deadlines(timeout)        # per actor, in wall time
         self.nodes: list[str] = []
 
     def _create(self, i: int) -> None:
@@ -534,10 +576,12 @@ class _RayBackend:
         self.weights_ref = self.ray.put(flat)     # once per update, shared by every actor
         self.version = version
 
-    def _submit(self, i: int, first: bool = False) -> None:
+    def _submit(self, i: int, started: bool = False) -> None:
         self.pending[self.actors[i].unroll.remote(self.weights_ref, self.version)] = i
-        # A new actor's first unroll includes its start (imports, env build): a longer deadline.
-        self.deadline[i] = time.monotonic() + (max(self.timeout, 120.0) if first else self.timeout)
+        if started:     # a re-created actor's first unroll includes its start (imports, env build)
+            self.deadlines.started(i)
+        else:
+            self.deadlines.handed_work(i)
 
     def _restart(self, i: int, why: str) -> None:
         self.restarts += 1
@@ -550,43 +594,45 @@ class _RayBackend:
                 with contextlib.suppress(Exception):
                     self.ray.cancel(ref)
                 del self.pending[ref]
-        with contextlib.suppress(Exception):   # already gone
-            self.ray.kill(self.actors[i])
+        with contextlib.suppress(Exception):   # already gone; a hung one is killed (its process ends)
+            self.ray.kill(self.actors[i], no_restart=True)
         self.generation[i] += 1
         self._create(i)
-        self._submit(i, first=True)
+        self._submit(i, started=True)
 
     def trajectories(self, k: int):
         ray = self.ray
-        gap = time.monotonic() - self.left        # deadlines run only while the learner waits
-        for i in self.deadline:
-            self.deadline[i] += gap
         in_flight = set(self.pending.values())
         for i in range(self.n_actors):
-            if i not in in_flight:
-                self._submit(i, first=True)
-        try:
-            got = 0
-            while got < k:
-                ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=self.timeout)
-                now = time.monotonic()
-                for ref, i in list(self.pending.items()):
-                    if now > self.deadline[i] and ref not in ready:
-                        self._restart(i, f"no trajectory for {self.timeout:g} s")
-                if not ready:
-                    continue
-                ref = ready[0]
-                i = self.pending.pop(ref)
-                try:
-                    traj, version, rets, lens = ray.get(ref)
-                except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
-                    self._restart(i, f"{type(exc).__name__}: {str(exc)[:2000]}")
-                    continue
+            if i not in in_flight:     # the first call (start() waited for the actors to be built)
                 self._submit(i)
-                got += 1
-                yield traj, i, version, rets, lens
-        finally:
-            self.left = time.monotonic()
+        # Wall-clock deadlines per actor (``_Deadlines``): reset when it delivers and when it is
+        # sent its next unroll; a hung actor is one past its deadline whose unroll is not done.
+        got = 0
+        while got < k:
+            ready, _ = ray.wait(list(self.pending), num_returns=1, timeout=self.deadlines.wait_time())
+            expired = set(self.deadlines.expired())
+            late = {ref: i for ref, i in self.pending.items() if i in expired}
+            if late:
+                # Done but not picked by wait(num_returns=1) is not late (fetch_local=False: an
+                # object still on another node counts as done).
+                done, _ = ray.wait(list(late), num_returns=len(late), timeout=0, fetch_local=False)
+                for ref, i in late.items():
+                    if ref not in done and ref not in ready:
+                        self._restart(i, f"no trajectory for {self.timeout:g} s")
+            if not ready or ready[0] not in self.pending:
+                continue
+            ref = ready[0]
+            i = self.pending.pop(ref)
+            try:
+                traj, version, rets, lens = ray.get(ref)
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
+                self._restart(i, f"{type(exc).__name__}: {str(exc)[:2000]}")
+                continue
+            self.deadlines.delivered(i)
+            self._submit(i)             # its next unroll runs while the learner works
+            got += 1
+            yield traj, i, version, rets, lens
 
     def close(self) -> None:
         for ref in list(self.pending):
