@@ -257,6 +257,10 @@ def run_one(spec: Spec, lib: str, seed: int, budget: int, eval_freq: int) -> dic
 
 
 # ---------------------------------------------------------------------------- the report
+def _label(steps: int) -> str:
+    return f"{steps // 1_000_000}M" if steps >= 1_000_000 and steps % 1_000_000 == 0 else f"{steps // 1000}k"
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.1f}"
 
@@ -297,7 +301,7 @@ def _plot(spec: Spec, budget: int, by_lib: dict[str, list[dict[str, Any]]], path
         ax.axhline(spec.zoo, color="gray", ls=":", lw=1, label=f"RL Zoo {spec.zoo:g}")
     if spec.goal is not None:
         ax.axhline(spec.goal, color="green", ls="--", lw=1, label=f"goal {spec.goal:g}")
-    ax.set_title(f"{spec.algo.upper()} {spec.env}, {budget // 1000}k steps")
+    ax.set_title(f"{spec.algo.upper()} {spec.env}, {_label(budget)} steps")
     ax.set_xlabel("env steps")
     ax.set_ylabel(f"eval return ({N_EVAL_EPISODES} det. episodes)")
     ax.legend(fontsize=8, loc="lower right")
@@ -330,11 +334,11 @@ def report(runs_path: Path = RUNS, page: Path = PAGE, plots: Path = PLOTS, min_s
             for lib in LIBS:
                 n = len(by_lib.get(lib, []))
                 if budget == spec.budget and n < min_seeds:
-                    missing.append(f"{spec.algo} {spec.env} {budget // 1000}k {lib}: "
+                    missing.append(f"{spec.algo} {spec.env} {_label(budget)} {lib}: "
                                    f"{'no runs' if n == 0 else f'{n} seed(s) of {min_seeds}'}")
             if not by_lib:
                 continue
-            name = f"{spec.algo}_{spec.env}_{budget // 1000}k.png"
+            name = f"{spec.algo}_{spec.env}_{_label(budget)}.png"
             has_plot = _plot(spec, budget, by_lib, plots / name)
             stats = {lib: _stats([r["final"] for r in rs]) for lib, rs in by_lib.items()}
             for lib in LIBS:
@@ -348,13 +352,13 @@ def report(runs_path: Path = RUNS, page: Path = PAGE, plots: Path = PLOTS, min_s
                 goal = ""
                 if lib == "rlox" and spec.goal is not None:
                     goal = f">= {spec.goal:g}: {'yes' if iqm >= spec.goal else 'NO'}"
-                zoo = f"{spec.zoo:g} @ {spec.zoo_budget // 1000}k" if spec.zoo is not None else "-"
+                zoo = f"{spec.zoo:g} @ {_label(spec.zoo_budget)}" if spec.zoo is not None else "-"
                 ci = f" [{_fmt(lo)}, {_fmt(hi)}]" if len(rs) > 1 else ""
                 curve = f"[png]({rel}/{name})" if has_plot else "-"
                 no_curve = sum(1 for r in rs if not r.get("curve"))
                 if no_curve:
                     curve += f" ({no_curve} run(s) final only)"
-                lines.append(f"| {spec.algo.upper()} | {spec.env} | {budget // 1000}k | {lib} | {len(rs)} | "
+                lines.append(f"| {spec.algo.upper()} | {spec.env} | {_label(budget)} | {lib} | {len(rs)} | "
                              f"{_fmt(iqm)}{ci} | {', '.join(_fmt(r['final']) for r in rs)} | {zoo} | {vs} | "
                              f"{goal} | {curve} |")
                 rows.append(dict(algo=spec.algo, env=spec.env, budget=budget, lib=lib,
@@ -365,7 +369,9 @@ def report(runs_path: Path = RUNS, page: Path = PAGE, plots: Path = PLOTS, min_s
                                  commits=sorted({r.get("commit", "?") for r in rs}),
                                  plot=f"suite/{name}" if has_plot else None))
     table = "\n".join(lines)
-    _write_page(page, table, missing)
+    plotted = dict.fromkeys((r["algo"], r["env"], r["budget"], r["plot"]) for r in rows if r["plot"])
+    figures = [f"![{algo} {env} {_label(budget)}]({rel}/{Path(plot).name})" for algo, env, budget, plot in plotted]
+    _write_page(page, table, missing, figures)
     md = runs_path.parent / "suite.md"
     md.write_text("# Results suite: rlox vs SB3 with the same presets\n\nSee docs/results.md for the protocol.\n\n"
                   + table.replace(f"({rel}/", "(suite/") + "\n")
@@ -377,7 +383,7 @@ def report(runs_path: Path = RUNS, page: Path = PAGE, plots: Path = PLOTS, min_s
     return out
 
 
-def _write_page(page: Path, table: str, missing: list[str]) -> None:
+def _write_page(page: Path, table: str, missing: list[str], figures: list[str]) -> None:
     refs = "\n".join(f"- [`benchmarks/results/{name}`](../benchmarks/results/{name}): {what}"
                      for name, what in REFERENCES.items())
     todo = "\n".join(f"- {m}" for m in missing) or "- none"
@@ -391,9 +397,10 @@ rlox trains with its Trainer defaults, `Trainer(algo, env=env_id, seed=s)`, whic
 preset; SB3 trains with the same preset translated to its own arguments (same network, same
 value-loss scale; `bench_ppo.sb3_ppo`, `bench_offpolicy.sb3_model`, `bench_suite.sb3_a2c`). Both run on
 one torch thread, one run at a time, on a 2-core machine shared with other jobs.
-Every `eval_freq` steps (a 20th of the budget) the policy plays {N_EVAL_EPISODES} deterministic episodes
-(`rlox.evaluation`, episode *i* reset with seed 10000 + seed + *i*); their mean return is a point of
-the learning curve. After the budget the same evaluation gives the **final** score. The table shows the
+At the first update after every `eval_freq` steps (a 20th of the budget; PPO on LunarLander updates
+every 16384 steps, so its points are 65536 steps apart) the policy plays {N_EVAL_EPISODES} deterministic
+episodes (`rlox.evaluation`, episode *i* reset with seed 10000 + seed + *i*); their mean return is a
+point of the learning curve. After the budget the same evaluation gives the **final** score. The table shows the
 IQM of the final scores over seeds with a stratified-bootstrap 95% CI (`rlox.evaluation`), every
 seed's score, and the RL Zoo's published SB3 score for reference (at the Zoo's budget, which is
 larger than the budget here for BipedalWalker and MuJoCo). "Final only" runs were read in from an
@@ -413,6 +420,10 @@ Run what is missing (only absent runs are trained, each is stored when it finish
 ## Table
 
 {table}
+
+## Learning curves
+
+{chr(10).join(figures) or "none yet"}
 
 ## Missing (fewer than 3 seeds at the row's budget)
 
@@ -471,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         continue
                     run = run_one(spec, lib, seed, budget, eval_freq)
                     store_run(run, a.runs)
-                    print(f"{spec.algo} {spec.env} {budget // 1000}k {lib} seed {seed}: final {run['final']:.1f} "
+                    print(f"{spec.algo} {spec.env} {_label(budget)} {lib} seed {seed}: final {run['final']:.1f} "
                           f"train {_fmt(run['train'])} ({run['seconds']:.0f}s)", flush=True)
     report(a.runs, a.page, plots)
 

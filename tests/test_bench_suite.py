@@ -38,7 +38,7 @@ def test_tiny_run_is_cached_and_reported(tmp_path, monkeypatch):
     assert f"| PPO | CartPole-v1 | 2k | rlox | 1 | {run['final']:.1f} |" in text
     assert "../suite/ppo_CartPole-v1_2k.png" in text
     # Rows without runs at their own budget are listed as missing, with the seeds they lack.
-    assert "- ppo CartPole-v1 100k rlox: no runs" in text and "- ppo LunarLander-v3 1000k sb3: no runs" in text
+    assert "- ppo CartPole-v1 100k rlox: no runs" in text and "- ppo LunarLander-v3 1M sb3: no runs" in text
     table = json.loads((tmp_path / "suite.json").read_text())
     assert [(r["lib"], r["budget"], r["seeds"]) for r in table["rows"]] == [("rlox", 2048, [0])]
 
