@@ -67,6 +67,12 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
     def sched(value, anneal):
         return (lambda progress: progress * value) if anneal else value
 
+    import torch.nn as nn
+
+    hidden = cfg.get("hidden", 64)       # the preset's network (rlox: 2 x 64 tanh unless it says otherwise)
+    net = [hidden, hidden] if isinstance(hidden, int) else list(hidden)
+    act = {"tanh": nn.Tanh, "relu": nn.ReLU}[cfg.get("activation", "tanh")]
+
     model = PPO(
         "MlpPolicy", env, seed=seed, verbose=0, device="cpu",
         n_steps=cfg.get("n_steps", 128), batch_size=cfg.get("batch_size", 256),
@@ -81,7 +87,7 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
         vf_coef=cfg.get("vf_coef", 0.5) / 2,
         max_grad_norm=cfg.get("max_grad_norm", 0.5),
         use_sde=bool(cfg.get("use_sde", False)), sde_sample_freq=cfg.get("sde_sample_freq", -1),
-        policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64]),
+        policy_kwargs=dict(net_arch=dict(pi=list(net), vf=list(net)), activation_fn=act,
                            log_std_init=cfg.get("log_std_init", 0.0), ortho_init=cfg.get("ortho_init", True)),
     )
     return model, env

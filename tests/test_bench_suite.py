@@ -1,0 +1,63 @@
+"""benchmarks/bench_suite.py: one tiny rlox run into a temporary runs file, the cache skipping it
+the second time, and the table, page and learning-curve plot written from the stored runs."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+sys.path.insert(0, str(BENCH))
+import bench_suite  # noqa: E402
+
+
+def test_tiny_run_is_cached_and_reported(tmp_path, monkeypatch):
+    runs, page = tmp_path / "runs.json", tmp_path / "docs" / "results.md"
+    args = ["--algos", "ppo", "--envs", "CartPole-v1", "--libs", "rlox", "--seeds", "0",
+            "--budget", "2048", "--runs", str(runs), "--page", str(page)]
+    bench_suite.main(args)
+    stored = json.loads(runs.read_text())
+    assert len(stored) == 1
+    run = stored[0]
+    assert (run["algo"], run["env"], run["lib"], run["seed"], run["budget"]) == ("ppo", "CartPole-v1", "rlox", 0, 2048)
+    steps = [p[0] for p in run["curve"]]
+    assert len(steps) >= 5 and steps == sorted(steps) and steps[-1] == 2048
+    assert run["curve"][-1][1] == run["final"] and 8 <= run["final"] <= 500
+
+    # The second call finds the run stored and trains nothing.
+    monkeypatch.setattr(bench_suite, "run_one", lambda *a, **k: pytest.fail("a stored run was trained again"))
+    bench_suite.main(args)
+    assert json.loads(runs.read_text()) == stored
+
+    png = tmp_path / "suite" / "ppo_CartPole-v1_2k.png"
+    assert png.is_file() and png.read_bytes()[:4] == b"\x89PNG"
+    text = page.read_text()
+    assert f"| PPO | CartPole-v1 | 2k | rlox | 1 | {run['final']:.1f} |" in text
+    assert "../suite/ppo_CartPole-v1_2k.png" in text
+    # Rows without runs at their own budget are listed as missing, with the seeds they lack.
+    assert "- ppo CartPole-v1 100k rlox: no runs" in text and "- ppo LunarLander-v3 1M sb3: no runs" in text
+    table = json.loads((tmp_path / "suite.json").read_text())
+    assert [(r["lib"], r["budget"], r["seeds"]) for r in table["rows"]] == [("rlox", 2048, [0])]
+
+    # --report alone rebuilds from the cache.
+    png.unlink()
+    bench_suite.main(["--report", "--runs", str(runs), "--page", str(page)])
+    assert png.is_file()
+
+
+def test_unknown_names_are_refused():
+    with pytest.raises(SystemExit, match="unknown env.*CartPole-v0"):
+        bench_suite.select(["ppo"], ["CartPole-v0"])
+    with pytest.raises(SystemExit, match="no row"):
+        bench_suite.select(["dqn"], ["Pendulum-v1"])
+
+
+def test_every_row_has_a_preset():
+    from rlox.presets import get_preset
+
+    for spec in bench_suite.SPECS:
+        assert get_preset(spec.algo, spec.env), (spec.algo, spec.env)
+        assert spec.eval_freq * 20 == spec.budget
