@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/bench_offline.py --only learning --seeds 5 --learn-steps 4000 --mujoco Hopper-v5
     .venv/bin/python benchmarks/bench_offline.py --only learning --algos iql --datasets pendulum-medium \
         --learn-steps 12000 --seeds 3 --mujoco ''                  # one row again; the others are kept
+    .venv/bin/python benchmarks/bench_offline.py --only curve --algos cql --datasets pendulum-medium \
+        --learn-steps 6000 --curve-every 1000 --mujoco ''          # one seed's curve, to pick a budget
 
 d3rlpy pins gymnasium 1.0.0, so it runs in a venv this script creates under
 ``benchmarks/.cache/offline/d3rlpy-venv`` (git-ignored; torch from the same local wheel), as one
