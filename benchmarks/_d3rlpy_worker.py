@@ -3,10 +3,11 @@ pins gymnasium 1.0.0). Reads a JSON job on argv[1] and prints one ``RESULT {json
 ``--serve`` reads one job per stdin line and answers each (one process for the whole bench, so
 d3rlpy is imported once).
 
-Job: {"mode": "throughput"|"learn", "algo": "td3_bc"|"iql"|"cql"|"bc", "npz": path, "steps": int,
+Job: {"mode": "throughput"|"learn"|"curve", "algo": "td3_bc"|"iql"|"cql"|"bc", "npz": path, "steps": int,
       "hidden": int, "batch_size": int, "seed": int, "low": [...], "high": [...] (action bounds),
       "policy": path (learn: where the greedy policy is saved as TorchScript, observation and
-      action scalers included, so the bench evaluates it with the same episodes as rlox's)}
+      action scalers included, so the bench evaluates it with the same episodes as rlox's; curve: saved
+      as ``policy-<step>.pt`` every ``every`` steps)}
 """
 import json
 import sys
@@ -58,11 +59,18 @@ def run(job):
     low, high = np.asarray(job["low"], np.float32), np.asarray(job["high"], np.float32)
     algo = make(job, low, high)
     algo.build_with_dataset(ds)
+    every = job.get("every", job["steps"])   # curve: the greedy policy saved every `every` steps
+
+    def save(algo, epoch, total_step):
+        if job["mode"] == "curve":
+            algo.save_policy(job["policy"].replace(".pt", f"-{total_step}.pt"))
+
     t0 = time.perf_counter()
-    algo.fit(ds, n_steps=job["steps"], n_steps_per_epoch=job["steps"], show_progress=False, save_interval=10**9,
-             logger_adapter=NoopAdapterFactory())
+    history = algo.fit(ds, n_steps=job["steps"], n_steps_per_epoch=every, show_progress=False,
+                       save_interval=10**9, logger_adapter=NoopAdapterFactory(), epoch_callback=save)
     elapsed = time.perf_counter() - t0
-    out = {"steps_per_s": job["steps"] / elapsed, "seconds": elapsed, "d3rlpy": d3rlpy.__version__}
+    out = {"steps_per_s": job["steps"] / elapsed, "seconds": elapsed, "d3rlpy": d3rlpy.__version__,
+           "metrics": [{k: float(v) for k, v in m.items()} for _, m in history]}
     if job["mode"] == "learn":
         algo.save_policy(job["policy"])
     return out

@@ -5,6 +5,8 @@
     .venv/bin/python benchmarks/bench_offline.py --only learning --seeds 5 --learn-steps 4000 --mujoco Hopper-v5
     .venv/bin/python benchmarks/bench_offline.py --only learning --algos iql --datasets pendulum-medium \
         --learn-steps 12000 --seeds 3 --mujoco ''                  # one row again; the others are kept
+    .venv/bin/python benchmarks/bench_offline.py --only curve --algos cql --datasets pendulum-medium \
+        --learn-steps 6000 --curve-every 1000 --mujoco ''          # one seed's curve, to pick a budget
 
 d3rlpy pins gymnasium 1.0.0, so it runs in a venv this script creates under
 ``benchmarks/.cache/offline/d3rlpy-venv`` (git-ignored; torch from the same local wheel), as one
@@ -377,7 +379,60 @@ def learning(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, on_r
     return rows
 
 
-def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]]) -> None:
+def curves(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, every: int, seed: int) -> list[dict]:
+    """One seed's learning curve per task and algorithm, both libraries: the greedy policy evaluated
+    (as in ``learning``) every ``every`` gradient steps up to the task's budget, to pick a budget.
+    Each library's finished curve is kept in ``RUNS`` and not rerun."""
+    import gymnasium as gym
+    from rlox.evaluation import evaluate_policy
+    from rlox.offline import OfflineDatasetBuffer, normalized_score
+
+    runs, out = load_runs(), []
+    for t in task_list:
+        env, hidden, n = t["env"], t["hidden"], t["steps"] // every
+        buf = OfflineDatasetBuffer.from_npz(t["path"])
+        space = gym.make(env).action_space
+        for name in algos:
+            key = f"curve|{t['dataset']}|{t['path'].name}|{name}|seed{seed}|{n * every}steps|every{every}|h{hidden}|{episodes}ep"
+            for lib in ("d3rlpy", "rlox"):
+                if f"{key}|{lib}" in runs:
+                    continue
+                t0, scores, metrics = time.perf_counter(), [], []
+                if lib == "rlox":
+                    algo = rlox_algo(name, buf, hidden, 256, seed, env)
+                    algo.config = algo.config.merge({"steps_per_iteration": every})
+                    for _ in range(n):
+                        m = algo.train(n_gradient_steps=every)
+                        scores.append(float(normalized_score(env, evaluate_policy(
+                            algo, env, n_episodes=episodes, seed=1000)["mean_reward"])))
+                        metrics.append({k: float(m[k]) for k in algo.metric_names if k in m})
+                        print(f"  {key} rlox {algo.num_timesteps}: {scores[-1]:.1f} {metrics[-1]}", flush=True)
+                else:
+                    policy = CACHE / "d3rlpy-curve.pt"
+                    res = d3(dict(mode="curve", algo=name, npz=str(t["path"]), steps=n * every, every=every,
+                                  hidden=hidden, batch_size=256, seed=seed, low=space.low.tolist(),
+                                  high=space.high.tolist(), policy=str(policy)))
+                    for i in range(n):
+                        pol = torch.jit.load(str(policy).replace(".pt", f"-{(i + 1) * every}.pt"))
+
+                        def act(obs, pol=pol):
+                            with torch.no_grad():
+                                return pol(torch.as_tensor(np.asarray(obs, np.float32))[None])[0].numpy()
+
+                        scores.append(float(normalized_score(env, evaluate_policy(
+                            act, env, n_episodes=episodes, seed=1000)["mean_reward"])))
+                        metrics.append(res["metrics"][i])
+                        print(f"  {key} d3rlpy {(i + 1) * every}: {scores[-1]:.1f} {metrics[-1]}", flush=True)
+                runs[f"{key}|{lib}"] = dict(scores=scores, metrics=metrics, seconds=time.perf_counter() - t0)
+                RUNS.write_text(json.dumps(runs, indent=1))
+            out.append(dict(dataset=t["dataset"], algo=name, seed=seed, every=every, hidden=hidden,
+                            steps=[(i + 1) * every for i in range(n)],
+                            **{lib: runs[f"{key}|{lib}"]["scores"] for lib in ("rlox", "d3rlpy")},
+                            **{f"{lib}_metrics": runs[f"{key}|{lib}"]["metrics"] for lib in ("rlox", "d3rlpy")}))
+    return out
+
+
+def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]], cv: list[dict] | None = None) -> None:
     RESULTS.mkdir(exist_ok=True)
     load = os.getloadavg()
     shown = [f"`{shlex.join(['.venv/bin/python', 'benchmarks/bench_offline.py', *argv])}`" for argv in commands]
@@ -401,6 +456,7 @@ def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]]) -> No
                   "preallocated tensors, one thread: no elementwise ops, no optimiser, no sampling. A library at "
                   "100% of it would be bound by the products alone; a 3x lead over a peer is only possible while "
                   "the peer sits below a third of it."]
+    mujoco = args.mujoco or next((r["env"] for r in ln if not r["env"].startswith("Pendulum")), "")
     if ln:
         lines += ["", "## Learning: D4RL normalised score (IQM over seeds, [95% bootstrap CI])", "",
                   "*steps*: gradient steps per seed. "
@@ -422,12 +478,32 @@ def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]]) -> No
                   "`rlox.offline.collect_dataset`, kept under `benchmarks/.cache/offline`, out of git): "
                   f"pendulum-expert = the swing-up controller, pendulum-medium = rlox SAC after {args.sac_steps} env "
                   "steps, 20k transitions each"
-                  + (f"; {args.mujoco.split('-')[0].lower()}-medium = rlox SAC on {args.mujoco} after "
+                  + (f"; {mujoco.split('-')[0].lower()}-medium = rlox SAC on {mujoco} after "
                      f"{args.mujoco_sac_steps} env steps, {args.mujoco_transitions // 1000}k transitions"
-                     if args.mujoco else "") +
+                     if mujoco else "") +
                   "; all with 0.1 Gaussian action noise. *behaviour*: *data* = the dataset's mean episode return, "
                   "*eval* = the behaviour policy (with its noise) on the learners' evaluation episodes ('-' where "
                   "its agent was not kept); *>= behaviour* compares with *data*. Per-seed scores: `benchmarks/results/offline_runs.json`."]
+    if cv:
+        def end(c, lib):   # the conservative penalty (per critic) and its weight after the last step
+            m = c[f"{lib}_metrics"][-1]
+            if lib == "rlox":
+                return m["cql_penalty"], m["cql_alpha"]
+            weight = m["alpha"] * 5.0   # d3rlpy: sum_critics alpha * 5 * (penalty - 10)
+            return m["conservative_loss"] / (2 * weight) + 10.0, weight
+
+        lines += ["", "## Learning curves (one seed; to pick a budget)", "",
+                  "Normalised score of the greedy policy every few gradient steps of one run per library "
+                  "(`--only curve`), evaluated as above; *penalty / weight*: after the last step, CQL's "
+                  "conservative penalty (log-sum-exp minus data Q, per critic; the Lagrangian raises the weight while "
+                  "it is above 10 and lowers it below) and its weight (multiplier x 5).", "",
+                  "| dataset | algorithm | seed | library | " + " | ".join(f"{s}" for s in cv[0]["steps"])
+                  + " | penalty / weight |", "|---|---|---|---|" + "---|" * (len(cv[0]["steps"]) + 1)]
+        for c in cv:
+            for lib in ("rlox", "d3rlpy"):
+                pen = "{:.2f} / {:.2f}".format(*end(c, lib)) if c["algo"] == "cql" else "-"
+                lines.append(f"| {c['dataset']} | {c['algo']} | {c['seed']} | {lib} | "
+                             + " | ".join(f"{v:.1f}" for v in c[lib]) + f" | {pen} |")
     lines += ["", "Notes: d3rlpy runs in one subprocess of its own venv (d3rlpy pins gymnasium 1.0.0) on the same "
               ".npz, interleaved with rlox, with the same widths, batch size, learning rates and algorithm "
               "hyperparameters (TD3+BC alpha 2.5 and standardised observations; IQL expectile 0.7, temperature "
@@ -439,14 +515,16 @@ def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]]) -> No
               "s', rlox's (as SAC) at a sampled action with the entropy term."]
     (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "offline.json").write_text(json.dumps({
-        "throughput": tp, "learning": ln, "argv": sys.argv[1:], "commands": commands, "rounds": args.rounds},
-        indent=1))
+        "throughput": tp, "learning": ln, "curves": cv or [], "argv": sys.argv[1:], "commands": commands,
+        "rounds": args.rounds}, indent=1))
     print(f"wrote {RESULTS / 'offline.md'}", flush=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--only", choices=("throughput", "learning"))
+    p.add_argument("--only", choices=("throughput", "learning", "curve"))
+    p.add_argument("--curve-every", type=int, default=1000, help="--only curve: gradient steps between evaluations")
+    p.add_argument("--curve-seed", type=int, default=0, help="--only curve: the seed of the one run per library")
     p.add_argument("--steps", type=int, default=300, help="gradient steps per throughput run (CQL: a fifteenth)")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--learn-steps", type=int, default=4000, help="gradient steps per Pendulum learning run")
@@ -471,17 +549,24 @@ def main() -> None:
     previous = json.loads((RESULTS / "offline.json").read_text()) if (RESULTS / "offline.json").exists() else {}
     # the invocations behind the table: a full run starts it afresh, an --only run adds itself
     commands = [*previous.get("commands", []), sys.argv[1:]] if args.only else [sys.argv[1:]]
-    old_rows = previous.get("learning", []) if args.only == "learning" else []
+    old_rows = previous.get("learning", []) if args.only else []
+    cv = previous.get("curves", []) if args.only else []
     try:
+        if args.only == "curve":
+            new = curves(d3, tasks(args), args.algos.split(","), args.episodes, args.curve_every, args.curve_seed)
+            key = lambda c: (c["dataset"], c["algo"], c["seed"])   # noqa: E731
+            cv = [c for c in cv if key(c) not in {key(n) for n in new}] + new
+            write(previous.get("throughput", []), old_rows, args, commands, cv)
+            return
         tp = throughput(d3, args.steps, args.rounds) if args.only in (None, "throughput") else \
             previous.get("throughput", [])
         ln = learning(d3, tasks(args), args.algos.split(","), args.episodes,
-                      on_row=lambda rows: write(tp, merge_rows(old_rows, rows), args, commands)) \
+                      on_row=lambda rows: write(tp, merge_rows(old_rows, rows), args, commands, cv)) \
             if args.only in (None, "learning") else previous.get("learning", [])
         ln = merge_rows(old_rows, ln)
     finally:
         d3.close()
-    write(tp, ln, args, commands)
+    write(tp, ln, args, commands, cv)
 
 
 if __name__ == "__main__":

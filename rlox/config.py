@@ -755,6 +755,9 @@ class CQLConfig(_OfflineConfig):
     target_action_gap: float | None = _f(None, "Lagrangian CQL: tune cql_alpha so the penalty stays near "
                                          "this gap (tau in eq. 5; None: fixed cql_alpha)", gt=0, optional=True)
     actor_learning_rate: float = _f(1e-4, "Adam learning rate of the actor (the paper's 1e-4)", gt=0)
+    backup: Literal["soft", "mean"] = _f("soft", "the critics' target: 'soft' = SAC's, at a sampled action "
+                                         "with the entropy term; 'mean' = the target critics at the actor's mean "
+                                         "action, no entropy term (d3rlpy's default)")
     auto_entropy: bool = _f(True, "tune SAC's temperature towards -act_dim")
     ent_coef: float = _f(1.0, "initial (or fixed) SAC temperature", gt=0)
 

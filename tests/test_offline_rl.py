@@ -9,7 +9,7 @@ import torch
 
 import rlox
 from rlox.algorithms.bc import BC, bc_loss
-from rlox.algorithms.cql import CQL, cql_penalty, discrete_cql_penalty
+from rlox.algorithms.cql import CQL, cql_penalty, discrete_cql_penalty, mean_action_td_target
 from rlox.algorithms.iql import IQL, expectile_loss, iql_actor_loss
 from rlox.algorithms.td3_bc import TD3BC, td3_bc_actor_loss
 from rlox.callbacks import Callback
@@ -19,7 +19,8 @@ from rlox.offline import (OfflineDatasetBuffer, collect_dataset, normalized_scor
                           REFERENCE_SCORES)
 
 SMALL = dict(hidden=32, batch_size=32, steps_per_iteration=10)
-ALGOS = [(TD3BC, {}), (IQL, {}), (CQL, {}), (CQL, {"target_action_gap": 1.0}), (BC, {}), (BC, {"policy": "gaussian"})]
+ALGOS = [(TD3BC, {}), (IQL, {}), (CQL, {}), (CQL, {"target_action_gap": 1.0}), (CQL, {"backup": "mean"}), (BC, {}),
+         (BC, {"policy": "gaussian"})]
 
 
 def arrays(n=200, obs_dim=3, act_dim=2, seed=0):
@@ -85,6 +86,21 @@ def test_cql_penalties_by_hand():
     got = discrete_cql_penalty(qv, torch.tensor([2, 0]))
     want = ((math.log(math.e + math.e ** 2 + math.e ** 3) - 3.0) + (math.log(3.0) - 0.0)) / 2
     assert float(got) == pytest.approx(want, rel=1e-6)
+
+
+def test_cql_mean_action_target_by_hand():
+    class Actor:   # mean action tanh(obs[:, 0]); never sampled
+        def deterministic(self, obs):
+            return torch.tanh(obs[:, :1])
+
+    def critic_target(obs, act):   # two critics: Q1 = obs_1 + a, Q2 = obs_1 + 2a
+        return torch.stack([obs[:, 1] + act[:, 0], obs[:, 1] + 2 * act[:, 0]])
+
+    next_obs = torch.tensor([[0.5, 1.0], [-0.5, 3.0]])
+    got = mean_action_td_target(Actor(), critic_target, torch.tensor([1.0, -1.0]), torch.tensor([1.0, 0.0]),
+                                next_obs, gamma=0.9)
+    a0 = math.tanh(0.5)                      # min(1 + a0, 1 + 2 a0) = 1 + a0; row 2 is done
+    assert got.tolist() == pytest.approx([1.0 + 0.9 * (1.0 + a0), -1.0], rel=1e-6)
 
 
 def test_bc_losses_and_gaussian_log_prob_by_hand():
@@ -324,6 +340,8 @@ def test_missing_flags_non_finite_values_and_empty_datasets(tmp_path):
         BC(dataset=42)
     with pytest.raises(ValueError, match="CQLConfig.cql_alpha = -1"):
         CQL(dataset=a, cql_alpha=-1)
+    with pytest.raises(ValueError, match="CQLConfig.backup = 'max' is not allowed; expected one of 'soft', 'mean'"):
+        CQL(dataset=a, backup="max")
 
 
 # ---------------------------------------------------------------- Trainer and CLI

@@ -12,7 +12,9 @@ log-sum-exp over the continuous action space is estimated by importance sampling
 ``n_action_samples`` uniform actions (density 0.5^act_dim) and as many actions of the current
 policy at s and at s' (their log densities subtracted, no gradient to the actor). With
 ``target_action_gap`` the weight is tuned by dual gradient descent so the penalty stays near
-the gap (Lagrangian CQL, eq. 5). Discrete actions (an ``action_space=Discrete(n)`` or a
+the gap (Lagrangian CQL, eq. 5). The critics bootstrap as SAC does (a sampled action at s' and the
+entropy term), or with ``backup="mean"`` from the target critics at the actor's mean action
+without entropy (d3rlpy's default; CQL's own code drops the entropy term too). Discrete actions (an ``action_space=Discrete(n)`` or a
 Discrete env): a double-DQN Q-network whose penalty is the exact ``logsumexp_a Q(s, a) - Q(s, a_data)``.
 
 Reading order: config (``rlox.config.CQLConfig``), networks (``_build``), the penalty
@@ -33,7 +35,7 @@ from rlox.config import CQLConfig
 from rlox.networks import SimpleQNetwork, SquashedGaussianPolicy, TwinQNetwork
 from rlox.optim import make_adam, polyak_update
 
-__all__ = ["CQL", "cql_penalty", "discrete_cql_penalty"]
+__all__ = ["CQL", "cql_penalty", "discrete_cql_penalty", "mean_action_td_target"]
 
 
 def cql_penalty(q_data: torch.Tensor, q_samples: torch.Tensor, log_density: torch.Tensor,
@@ -45,6 +47,15 @@ def cql_penalty(q_data: torch.Tensor, q_samples: torch.Tensor, log_density: torc
     ``log_density`` [B, K]: each sample's log density under its proposal."""
     scores = (q_samples - log_density) / temperature
     return (temperature * torch.logsumexp(scores, dim=-1) - q_data).mean(-1)
+
+
+@torch.no_grad()
+def mean_action_td_target(actor: SquashedGaussianPolicy, critic_target: torch.nn.Module, rewards: torch.Tensor,
+                          not_done: torch.Tensor, next_obs: torch.Tensor, *, gamma: float) -> torch.Tensor:
+    """``backup="mean"``'s target [B]: ``r + gamma * not_done * min_i Q'_i(s', tanh(mu(s')))``, the
+    target critics at the actor's mean action without the entropy term (d3rlpy's CQL default)."""
+    next_q = critic_target(next_obs, actor.deterministic(next_obs)).min(0).values
+    return rewards + not_done * gamma * next_q
 
 
 def discrete_cql_penalty(q_values: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
@@ -139,9 +150,13 @@ class CQL(OfflineAlgorithm):
         B, K, A = obs.shape[0], cfg.n_action_samples, self.act_dim
         alpha = self.log_alpha.detach().exp()
 
-        # 1. Critics: SAC's soft Bellman error ...
-        target_q = soft_td_target(self.actor, self.critic_target, rewards, not_done, next_obs, alpha,
-                                  gamma=cfg.gamma, generator=self.torch_gen)
+        # 1. Critics: SAC's soft Bellman error (or the mean action's, backup="mean") ...
+        if cfg.backup == "soft":
+            target_q = soft_td_target(self.actor, self.critic_target, rewards, not_done, next_obs, alpha,
+                                      gamma=cfg.gamma, generator=self.torch_gen)
+        else:
+            target_q = mean_action_td_target(self.actor, self.critic_target, rewards, not_done, next_obs,
+                                             gamma=cfg.gamma)
         q_data = self.critic(obs, actions)                                           # [2, B]
         bellman = F.mse_loss(q_data, target_q.expand_as(q_data)) * q_data.shape[0]
         # ... plus the conservative penalty: K uniform actions and K policy actions at s and at s',
