@@ -86,6 +86,18 @@ def main():
                                                          out=bufs32))
     table.add("gae_batched_f32 64x2048, out= reused", rlox=t_out, peer=t_np, peer_name="NumPy loop over envs",
               goal=100, note=f"fresh output arrays: {t_rlox / t_out:.1f}x the time of reused ones")
+    # One thread: what a single core does (the 2-thread rows above halve it only when the second
+    # core is free; on a machine busy with other work the prange's second thread waits for it).
+    threads = rlox.get_num_threads()
+    rlox.set_num_threads(1)
+    try:
+        t_one = measure(lambda: rlox.compute_gae_batched_f32(rf, vf, df, last, n_steps=T, gamma=0.99,
+                                                             lam=0.95, out=bufs32))
+    finally:
+        rlox.set_num_threads(threads)
+    table.add("gae_batched_f32 64x2048, out= reused, 1 thread", rlox=t_one, peer=t_np,
+              peer_name="NumPy loop over envs", goal=100,
+              note=f"{threads} threads: {t_one / t_out:.2f}x faster than 1")
     r64, v64, d64, l64 = (a.astype(np.float64) for a in (rf, vf, df, last))
     t64 = measure(lambda: rlox.compute_gae_batched(r64, v64, d64, l64, n_steps=T, gamma=0.99, lam=0.95))
     table.add("gae_batched f64 64x2048", rlox=t64, peer=t_np, peer_name="NumPy loop over envs (f32)")
