@@ -309,7 +309,7 @@ def _run_sb3_a2c(cfg: dict, seed: int, steps: int) -> tuple[int, float, float, d
 def guide(table: Table, ppo_steps: int, a2c_steps: int, rounds: int, algos: tuple[str, ...] = ("ppo", "a2c")) -> None:
     """The guide's PPO and A2C calls against SB3 with the same settings (see the module
     docstring); interleaved rounds, median steps/s, per-round ratio ranges."""
-    header(f"throughput: the guide's " + " and ".join(
+    header("throughput: the guide's " + " and ".join(
         f"{a.upper()} ({ppo_steps if a == 'ppo' else a2c_steps} steps)" for a in algos)
         + f" calls on CartPole-v1, {rounds} rounds interleaved")
     from rlox.algorithms import A2C, PPO
