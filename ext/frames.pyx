@@ -250,6 +250,16 @@ cdef object _geometry(tuple src, tuple dst, bint grayscale, str src_name, str ou
     return None
 
 
+cdef tuple _prev_and_out(prev, a, out, tuple oshape, str whose):
+    """(prev checked against the frames a, or None; out checked as the output of shape oshape)."""
+    if prev is None:
+        return None, output_array(out, "out", cnp.NPY_UINT8, oshape, (a,))
+    p = exact_array(prev, "prev", cnp.NPY_UINT8)
+    if p.shape != a.shape:
+        raise ValueError(f"prev has shape {p.shape}, expected {whose} shape {a.shape}")
+    return p, output_array(out, "out", cnp.NPY_UINT8, oshape, (a, p))
+
+
 def preprocess_frame(frame, prev, out, *, grayscale=True):
     """One frame: ``out = area_resize(gray(max(frame, prev)))``, uint8, written into ``out``.
 
@@ -269,15 +279,8 @@ def preprocess_frame(frame, prev, out, *, grayscale=True):
     a = exact_array(frame, "frame", cnp.NPY_UINT8)
     oshape = tuple(np.shape(out))
     _geometry(a.shape, oshape, grayscale, "frame", "out", &g)
-    cdef const uint8_t* pp = NULL
-    if prev is not None:
-        p = exact_array(prev, "prev", cnp.NPY_UINT8)
-        if p.shape != a.shape:
-            raise ValueError(f"prev has shape {p.shape}, expected frame's shape {a.shape}")
-        pp = <const uint8_t*>cnp.PyArray_DATA(p)
-        o = output_array(out, "out", cnp.NPY_UINT8, oshape, (a, p))
-    else:
-        o = output_array(out, "out", cnp.NPY_UINT8, oshape, (a,))
+    p, o = _prev_and_out(prev, a, out, oshape, "frame's")
+    cdef const uint8_t* pp = NULL if p is None else <const uint8_t*>cnp.PyArray_DATA(p)
     cdef plan_t plan
     _plan_init(&plan, &g, 1)
     cdef const uint8_t* fp = <const uint8_t*>cnp.PyArray_DATA(a)
@@ -306,15 +309,8 @@ def preprocess_frames(frames, prev, out, *, grayscale=True):
         raise ValueError(f"out has shape {oshape}, expected {a.shape[0]} frames first (frames "
                          f"has shape {a.shape})")
     _geometry(a.shape[1:], oshape[1:], grayscale, "frames[i]", "out[i]", &g)
-    cdef const uint8_t* pp = NULL
-    if prev is not None:
-        p = exact_array(prev, "prev", cnp.NPY_UINT8)
-        if p.shape != a.shape:
-            raise ValueError(f"prev has shape {p.shape}, expected frames' shape {a.shape}")
-        pp = <const uint8_t*>cnp.PyArray_DATA(p)
-        o = output_array(out, "out", cnp.NPY_UINT8, oshape, (a, p))
-    else:
-        o = output_array(out, "out", cnp.NPY_UINT8, oshape, (a,))
+    p, o = _prev_and_out(prev, a, out, oshape, "frames'")
+    cdef const uint8_t* pp = NULL if p is None else <const uint8_t*>cnp.PyArray_DATA(p)
     cdef intp_t n = a.shape[0], i
     if n == 0:
         return o

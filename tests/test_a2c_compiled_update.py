@@ -127,22 +127,8 @@ def test_default_is_compiled_on_cpu_and_shares_the_weights():
     assert not A2C("CartPole-v1", seed=0, compiled_update=False, **SMALL).compiled_update
 
 
-@pytest.mark.parametrize("env_id, kwargs, message", [
-    ("Pendulum-v1", dict(use_sde=True), r"not gSDE \(use_sde=True\); pass compiled_update=False"),
-    ("CartPole-v1", dict(activation="relu"), r"supports Tanh MLPs, got activation='relu'; pass compiled_update=False"),
-    ("CartPole-v1", dict(policy="custom"), r"not a custom policy=; pass compiled_update=False"),
-], ids=["use_sde", "relu", "custom-policy"])
-def test_torch_where_it_cannot_run_and_a_clear_error_when_asked_for(env_id, kwargs, message):
-    if kwargs.get("policy") == "custom":         # even rlox's own class, when the caller built it
-        kwargs = dict(policy=DiscretePolicy(4, 2, hidden=64))
-    algo = A2C(env_id, seed=0, **SMALL, **kwargs)
-    assert not algo.compiled_update and algo.update_kernel is None
-    algo.train(40)                                            # the torch update trains it
-    with pytest.raises(ValueError, match=r"A2C\(compiled_update=True\) cannot run here: .*" + message):
-        A2C(env_id, seed=0, compiled_update=True, **SMALL, **kwargs)
-    with pytest.raises(ValueError, match=r"A2C.compiled_update = True cannot run here: .*" + message):
-        algo.compiled_update = True
-    assert not algo.compiled_update
+# The fallback reasons (gSDE, ReLU, a custom policy) are tested for PPO and A2C together in
+# test_compiled_update.py.
 
 
 def test_another_device_is_a_reason():

@@ -1,12 +1,13 @@
 """PPO's compiled update (rlox.algorithms._compiled_update, PPOUpdateKernel) against PPO's torch
-update: the same iterations within float32 rounding, when it is chosen, switching, checkpoints."""
+update: the same iterations within float32 rounding, when it is chosen, switching, checkpoints.
+A2C's own cases are in test_a2c_compiled_update.py; the fallback reasons of both are here."""
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from rlox import Trainer
-from rlox.algorithms import PPO
+from rlox.algorithms import A2C, PPO
 from rlox.algorithms.hybrid_ppo import HybridPPO
 from rlox.config import PPOConfig
 from rlox.plugins import ENV_REGISTRY
@@ -95,20 +96,23 @@ def test_default_is_compiled_on_cpu_with_the_default_policy():
     assert not PPO("CartPole-v1", seed=0, compiled_update=False, **SMALL).compiled_update
 
 
+@pytest.mark.parametrize("cls, small, steps", [(PPO, SMALL, 64), (A2C, dict(n_envs=4, n_steps=5), 40)],
+                         ids=["PPO", "A2C"])
 @pytest.mark.parametrize("env_id, kwargs, message", [
     ("Pendulum-v1", dict(use_sde=True), r"not gSDE \(use_sde=True\); pass compiled_update=False"),
     ("CartPole-v1", dict(activation="relu"), r"supports Tanh MLPs, got activation='relu'; pass compiled_update=False"),
     ("CartPole-v1", dict(policy="custom"), r"not a custom policy=; pass compiled_update=False"),
 ], ids=["use_sde", "relu", "custom-policy"])
-def test_torch_where_it_cannot_run_and_a_clear_error_when_asked_for(env_id, kwargs, message):
+def test_torch_where_it_cannot_run_and_a_clear_error_when_asked_for(cls, small, steps, env_id, kwargs, message):
     if kwargs.get("policy") == "custom":         # even rlox's own class, when the caller built it
         kwargs = dict(policy=DiscretePolicy(4, 2, hidden=64))
-    algo = PPO(env_id, seed=0, **SMALL, **kwargs)
+    algo = cls(env_id, seed=0, **small, **kwargs)
     assert not algo.compiled_update and algo.update_kernel is None
-    algo.train(64)                                            # the torch update trains it
-    with pytest.raises(ValueError, match=r"PPO\(compiled_update=True\) cannot run here: .*" + message):
-        PPO(env_id, seed=0, compiled_update=True, **SMALL, **kwargs)
-    with pytest.raises(ValueError, match=r"PPO.compiled_update = True cannot run here: .*" + message):
+    algo.train(steps)                                         # the torch update trains it
+    name = cls.__name__
+    with pytest.raises(ValueError, match=name + r"\(compiled_update=True\) cannot run here: .*" + message):
+        cls(env_id, seed=0, compiled_update=True, **small, **kwargs)
+    with pytest.raises(ValueError, match=name + r".compiled_update = True cannot run here: .*" + message):
         algo.compiled_update = True
     assert not algo.compiled_update
 
