@@ -483,7 +483,7 @@ class _LocalBackend:
                 try:
                     conn.send(("slot", slot))   # the slot is free again
                 except (OSError, ValueError):
-                    pass
+                    pass                        # the actor died: its deadline restarts it
                 if w["conn"] is conn:
                     self.deadlines.handed_work(w["index"])
                 got += 1
