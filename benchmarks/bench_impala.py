@@ -151,6 +151,10 @@ def run_rllib(py: Path, *, actors: int, envs: int, unroll: int, batch: int, seco
                 max_seconds=max_seconds, evaluate=evaluate)
     if max_seconds:
         timeout = max(timeout, max_seconds + 900)
+    elif steps:
+        # A learning run without a wall-time cap: allow it ~100 sampled steps/s (RLlib samples
+        # 450-1,400 steps/s here) plus set-up and the final evaluation.
+        timeout = max(timeout, steps / 100 + 900)
     with tempfile.TemporaryDirectory(prefix="rlox-rllib-", dir="/tmp") as tmp:
         env = dict(os.environ, RAY_TMPDIR=tmp, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
         script = Path(tmp) / "run_rllib.py"
