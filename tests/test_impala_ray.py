@@ -132,3 +132,23 @@ def test_ray_actor_that_hangs_while_another_delivers_is_restarted_in_wall_time(c
     print(f"hung actor found {stopped - hung_at:.1f} s after it hung")
     assert timeout - 1 < stopped - hung_at < timeout + 12, f"hung actor found {stopped - hung_at:.1f} s after it hung"
     assert m["timesteps"] < 10**6 and algo.backend is None
+
+
+def test_guide_impala_sample_runs_on_the_ray_backend(cluster):
+    """The guide's IMPALA sample as written, plus ``backend="ray"``: 8 actors on the two nodes."""
+    from rlox import IMPALATrainer
+
+    trainer = IMPALATrainer(
+        env="CartPole-v1",
+        n_actors=8,
+        seed=42,
+        backend="ray", ray_address=cluster.address,
+    )
+    try:
+        metrics = trainer.train(total_timesteps=4_000)      # guide: 1_000_000
+        assert np.isfinite(metrics["mean_reward"])
+        assert trainer.algo.num_timesteps >= 4_000
+        action = trainer.predict(np.zeros(4, dtype=np.float32))
+        assert isinstance(action, np.integer) and action in (0, 1)
+    finally:
+        trainer.algo.close()
