@@ -3,10 +3,10 @@
 Every row is an (algorithm, env) pair with a preset in ``rlox.presets``, a step budget and an
 evaluation period. rlox runs with its Trainer defaults (``Trainer(algo, env=env_id, seed=s)``:
 the preset is picked up); SB3 runs with the same preset translated to its arguments
-(``bench_ppo.sb3_ppo``, ``bench_offpolicy.sb3_model``, ``sb3_a2c`` below). Both are scored the
-same way: every ``eval_freq`` env steps the mean return of 10 deterministic episodes (reset
-seeds 10_000 + seed + i, ``rlox.evaluation``) makes the learning curve, and after the budget
-the same evaluation gives the final score. Rows report the IQM of the final scores over seeds
+(``bench_ppo.sb3_ppo``, ``bench_offpolicy.sb3_model``, ``sb3_a2c`` and ``sb3_trpo`` below, the
+latter sb3-contrib's TRPO). Both are scored the same way: every ``eval_freq`` env steps the mean
+return of 10 deterministic episodes (reset seeds 10_000 + seed + i, ``rlox.evaluation``) makes
+the learning curve, and after the budget the same evaluation gives the final score. Rows report the IQM of the final scores over seeds
 with a stratified bootstrap 95% CI (``rlox.evaluation``). One torch thread per run.
 
 The runs accumulate: each finished (algo, env, lib, seed, budget) run is stored in
@@ -62,24 +62,47 @@ class Spec:
 
 
 MUJOCO = ("Hopper-v5", "HalfCheetah-v5", "Walker2d-v5", "Ant-v5", "Swimmer-v5")
-# Budgets: the Zoo's for classic control and LunarLander; BipedalWalker and MuJoCo are cut
-# (5M / 1M in the Zoo) to what a 2-core machine runs in a session: 1M and 300k.
+# Budgets: the Zoo's for classic control, LunarLander and the Box2D runs up to 1M; longer
+# Box2D runs (5M in the Zoo) are cut to 1M and MuJoCo (1M in the Zoo) to 300k, what a
+# 2-core machine runs in a session. Zoo scores: its benchmark.md (SB3, one run, -v2 Box2D ids);
+# None for MuJoCo (its runs are -v3 envs, not the -v5 ones here) and where it has none.
 SPECS: tuple[Spec, ...] = (
     Spec("ppo", "CartPole-v1", 100_000, 5_000, 500.0, 100_000),
     Spec("ppo", "Acrobot-v1", 1_000_000, 50_000, -73.5, 1_000_000),
+    Spec("ppo", "MountainCar-v0", 1_000_000, 50_000, -110.4, 1_000_000),
     Spec("ppo", "Pendulum-v1", 100_000, 5_000, -172.0, 100_000),
     Spec("ppo", "MountainCarContinuous-v0", 20_000, 1_000, 88.3, 20_000),
     Spec("ppo", "LunarLander-v3", 1_000_000, 50_000, 242.0, 1_000_000, goal=200.0),
-    Spec("ppo", "LunarLanderContinuous-v3", 1_000_000, 50_000, None, 1_000_000),
-    Spec("ppo", "BipedalWalker-v3", 1_000_000, 50_000, None, 5_000_000),
+    Spec("ppo", "LunarLanderContinuous-v3", 1_000_000, 50_000, 270.9, 1_000_000),
+    Spec("ppo", "BipedalWalker-v3", 1_000_000, 50_000, 213.3, 5_000_000),
     *(Spec("ppo", env, 300_000, 15_000, None, 1_000_000) for env in MUJOCO),
     Spec("a2c", "CartPole-v1", 500_000, 25_000, 500.0, 500_000),
     Spec("a2c", "Acrobot-v1", 500_000, 25_000, -83.4, 500_000),
+    Spec("a2c", "MountainCar-v0", 1_000_000, 50_000, -111.3, 1_000_000),
+    Spec("a2c", "Pendulum-v1", 1_000_000, 50_000, -163.0, 1_000_000),
+    Spec("a2c", "MountainCarContinuous-v0", 100_000, 5_000, 91.2, 100_000),
+    Spec("a2c", "LunarLander-v3", 200_000, 10_000, 155.8, 200_000),
+    Spec("a2c", "LunarLanderContinuous-v3", 1_000_000, 50_000, 84.2, 5_000_000),
+    Spec("a2c", "BipedalWalker-v3", 1_000_000, 50_000, 299.8, 5_000_000),
+    *(Spec("a2c", env, 300_000, 15_000, None, 1_000_000) for env in MUJOCO),
+    Spec("trpo", "CartPole-v1", 100_000, 5_000, 500.0, 100_000),
+    Spec("trpo", "Acrobot-v1", 100_000, 5_000, -83.1, 100_000),
+    Spec("trpo", "MountainCar-v0", 100_000, 5_000, -107.3, 100_000),
+    Spec("trpo", "Pendulum-v1", 100_000, 5_000, -174.6, 100_000),
+    Spec("trpo", "MountainCarContinuous-v0", 50_000, 2_500, 92.5, 50_000),
+    Spec("trpo", "LunarLander-v3", 200_000, 10_000, 133.2, 200_000),
+    Spec("trpo", "LunarLanderContinuous-v3", 200_000, 10_000, 262.4, 200_000),
+    Spec("trpo", "BipedalWalker-v3", 1_000_000, 50_000, 182.3, 1_000_000),
+    *(Spec("trpo", env, 300_000, 15_000, None, 1_000_000) for env in MUJOCO),
     Spec("dqn", "CartPole-v1", 50_000, 2_500, 500.0, 50_000),
     Spec("dqn", "Acrobot-v1", 100_000, 5_000, -76.6, 100_000),
     Spec("dqn", "LunarLander-v3", 100_000, 5_000, 154.0, 100_000, goal=100.0),
     Spec("sac", "Pendulum-v1", 20_000, 1_000, -157.0, 20_000),
+    Spec("sac", "LunarLanderContinuous-v3", 500_000, 25_000, 260.4, 500_000),
+    Spec("sac", "BipedalWalker-v3", 500_000, 25_000, 297.7, 500_000),
     Spec("td3", "Pendulum-v1", 20_000, 1_000, -152.0, 20_000),
+    Spec("td3", "LunarLanderContinuous-v3", 300_000, 15_000, 207.5, 300_000),
+    Spec("td3", "BipedalWalker-v3", 1_000_000, 50_000, 306.0, 1_000_000),
     *(Spec(algo, env, 300_000, 15_000, None, 1_000_000) for algo in ("sac", "td3") for env in MUJOCO),
 )
 SPEC = {(s.algo, s.env): s for s in SPECS}
@@ -173,21 +196,68 @@ def run_rlox(spec: Spec, seed: int, budget: int, eval_freq: int) -> dict[str, An
                 seconds=seconds)
 
 
-def sb3_a2c(env_id: str, seed: int, cfg: dict[str, Any]):
-    """SB3's A2C with rlox's preset ``cfg`` (rlox's value loss is half the MSE: vf_coef halved)."""
-    from stable_baselines3 import A2C
+def _sb3_env(env_id: str, seed: int, c: Any):
+    """SB3's vec env for rlox config ``c``: ``c.n_envs`` copies, VecNormalize where ``c`` normalises."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    env = make_vec_env(env_id, n_envs=cfg.get("n_envs", 8), seed=seed)
-    if cfg.get("normalize_obs") or cfg.get("normalize_rewards"):
-        env = VecNormalize(env, norm_obs=bool(cfg.get("normalize_obs")),
-                           norm_reward=bool(cfg.get("normalize_rewards")), gamma=cfg.get("gamma", 0.99))
-    model = A2C("MlpPolicy", env, seed=seed, verbose=0, device="cpu", n_steps=cfg.get("n_steps", 5),
-                learning_rate=cfg.get("learning_rate", 7e-4), gamma=cfg.get("gamma", 0.99),
-                gae_lambda=cfg.get("gae_lambda", 1.0), ent_coef=cfg.get("ent_coef", 0.0),
-                vf_coef=cfg.get("vf_coef", 1.0) / 2, max_grad_norm=cfg.get("max_grad_norm", 0.5),
-                policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64])))
+    env = make_vec_env(env_id, n_envs=c.n_envs, seed=seed)
+    if c.normalize_obs or c.normalize_rewards:
+        env = VecNormalize(env, norm_obs=c.normalize_obs, norm_reward=c.normalize_rewards, gamma=c.gamma,
+                           clip_obs=c.clip_obs, clip_reward=c.clip_reward)
+    return env
+
+
+def _sb3_policy_kwargs(c: Any) -> dict[str, Any]:
+    """SB3's policy_kwargs for an rlox on-policy config: the same net, activation and init."""
+    import torch.nn as nn
+
+    net = [c.hidden, c.hidden] if isinstance(c.hidden, int) else list(c.hidden)
+    return dict(net_arch=dict(pi=list(net), vf=list(net)), activation_fn={"tanh": nn.Tanh, "relu": nn.ReLU}[c.activation],
+                log_std_init=c.log_std_init, ortho_init=c.ortho_init)
+
+
+def _sb3_lr(c: Any) -> Any:
+    return (lambda progress, x=c.learning_rate: x * progress) if c.anneal_lr else c.learning_rate
+
+
+def sb3_a2c(env_id: str, seed: int, cfg: dict[str, Any]):
+    """SB3's A2C with rlox's preset ``cfg`` over A2CConfig's defaults, every field translated
+    (rlox's value loss is half the MSE: vf_coef halved)."""
+    from stable_baselines3 import A2C
+
+    from rlox.config import A2CConfig
+
+    c = A2CConfig(**cfg)
+    env = _sb3_env(env_id, seed, c)
+    model = A2C("MlpPolicy", env, seed=seed, verbose=0, device="cpu", n_steps=c.n_steps,
+                learning_rate=_sb3_lr(c), gamma=c.gamma, gae_lambda=c.gae_lambda, ent_coef=c.ent_coef,
+                vf_coef=c.vf_coef / 2, max_grad_norm=c.max_grad_norm, rms_prop_eps=c.rms_prop_eps,
+                use_rms_prop=c.optimizer == "rmsprop", normalize_advantage=c.normalize_advantages,
+                use_sde=c.use_sde, sde_sample_freq=c.sde_sample_freq, policy_kwargs=_sb3_policy_kwargs(c))
+    return model, env
+
+
+def sb3_trpo(env_id: str, seed: int, cfg: dict[str, Any]):
+    """sb3-contrib's TRPO with rlox's preset ``cfg`` over TRPOConfig's defaults, every field
+    translated. sb3-contrib has no entropy bonus and no critic gradient clipping: a config
+    with either has no SB3 twin and is refused."""
+    from sb3_contrib import TRPO
+
+    from rlox.config import TRPOConfig
+
+    c = TRPOConfig(**cfg)
+    if c.ent_coef != 0 or c.max_grad_norm > 0:
+        raise ValueError(f"sb3-contrib's TRPO has no entropy bonus and does not clip the critic's gradient; "
+                         f"this config has ent_coef={c.ent_coef}, max_grad_norm={c.max_grad_norm} (expected "
+                         f"0 and <= 0, as the presets set)")
+    env = _sb3_env(env_id, seed, c)
+    model = TRPO("MlpPolicy", env, seed=seed, verbose=0, device="cpu", n_steps=c.n_steps,
+                 batch_size=c.batch_size, learning_rate=_sb3_lr(c), gamma=c.gamma, gae_lambda=c.gae_lambda,
+                 cg_max_steps=c.cg_iters, cg_damping=c.cg_damping, line_search_shrinking_factor=c.line_search_shrink,
+                 line_search_max_iter=c.line_search_steps, n_critic_updates=c.vf_epochs,
+                 normalize_advantage=c.normalize_advantages, target_kl=c.max_kl, use_sde=c.use_sde,
+                 sde_sample_freq=c.sde_sample_freq, policy_kwargs=_sb3_policy_kwargs(c))
     return model, env
 
 
@@ -199,6 +269,8 @@ def _sb3_model(algo: str, env_id: str, seed: int):
         return sb3_ppo(env_id, seed, cfg)
     if algo == "a2c":
         return sb3_a2c(env_id, seed, cfg)
+    if algo == "trpo":
+        return sb3_trpo(env_id, seed, cfg)
     from bench_offpolicy import sb3_model
 
     model = sb3_model(algo, env_id, seed, cfg)
@@ -395,7 +467,7 @@ Generated by `benchmarks/bench_suite.py --report` from the runs stored in
 **Protocol.** Each row is one (algorithm, env) pair of `rlox.presets` at the step budget shown.
 rlox trains with its Trainer defaults, `Trainer(algo, env=env_id, seed=s)`, which picks up the
 preset; SB3 trains with the same preset translated to its own arguments (same network, same
-value-loss scale; `bench_ppo.sb3_ppo`, `bench_offpolicy.sb3_model`, `bench_suite.sb3_a2c`). Both run on
+value-loss scale; `bench_ppo.sb3_ppo`, `bench_offpolicy.sb3_model`, `bench_suite.sb3_a2c`, `bench_suite.sb3_trpo`). Both run on
 one torch thread, one run at a time, on a 2-core machine shared with other jobs.
 At the first update after every `eval_freq` steps (a 20th of the budget; PPO on LunarLander updates
 every 16384 steps, so its points are 65536 steps apart) the policy plays {N_EVAL_EPISODES} deterministic

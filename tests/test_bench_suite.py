@@ -61,3 +61,27 @@ def test_every_row_has_a_preset():
     for spec in bench_suite.SPECS:
         assert get_preset(spec.algo, spec.env), (spec.algo, spec.env)
         assert spec.eval_freq * 20 == spec.budget
+
+
+def test_sb3_twins_of_a2c_and_trpo_carry_the_preset():
+    """SB3's A2C and sb3-contrib's TRPO get the preset's values (schedules, gSDE, init, the halved
+    value coefficient, VecNormalize), not their own defaults."""
+    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("sb3_contrib")
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    model, env = bench_suite._sb3_model("a2c", "Pendulum-v1", 0)
+    assert isinstance(env, VecNormalize) and env.num_envs == 8 and model.n_steps == 8
+    assert model.use_sde and model.vf_coef == pytest.approx(0.4) and model.gamma == 0.9
+    assert model.lr_schedule(1.0) == pytest.approx(7e-4) and model.lr_schedule(0.5) == pytest.approx(3.5e-4)
+    assert model.policy.ortho_init is False and not model.normalize_advantage
+    assert float(model.policy.log_std.detach().mean()) == pytest.approx(-2.0)
+
+    model, env = bench_suite._sb3_model("trpo", "CartPole-v1", 0)
+    assert not isinstance(env, VecNormalize) and env.num_envs == 2
+    assert (model.n_steps, model.batch_size, model.cg_damping, model.n_critic_updates, model.gae_lambda) == \
+        (512, 512, 1e-3, 20, 0.98)
+    _, env = bench_suite._sb3_model("trpo", "Acrobot-v1", 0)
+    assert isinstance(env, VecNormalize)
+    with pytest.raises(ValueError, match="no entropy bonus"):
+        bench_suite.sb3_trpo("CartPole-v1", 0, {"ent_coef": 0.01, "max_grad_norm": 0.0})
