@@ -135,7 +135,7 @@ class RSSM(nn.Module):
             # exponential per class); the same distribution, K times fewer random numbers.
             u = torch.rand(*probs.shape[:-1], 1, generator=generator, device=probs.device, dtype=probs.dtype)
             cdf = probs.detach().cumsum(-1)
-            idx = (cdf < u * cdf[..., -1:]).sum(-1).clamp(max=probs.shape[-1] - 1)
+            idx = (cdf <= u * cdf[..., -1:]).sum(-1).clamp(max=probs.shape[-1] - 1)   # first k with cdf_k > u
         one_hot = F.one_hot(idx, probs.shape[-1]).to(probs.dtype)
         return one_hot + probs - probs.detach()
 
