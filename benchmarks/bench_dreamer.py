@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import QUICK, RESULTS, Table, header  # noqa: E402
+from _harness import QUICK, RESULTS, Row, Table, header  # noqa: E402
 
 
 def evaluate(algo, n_episodes: int = 10, seed: int = 10_000) -> float:
@@ -142,6 +142,8 @@ def main() -> None:
     ap.add_argument("--compare-with", default=None, metavar="DIR",
                     help="with --time-updates: alternate with PYTHONPATH=DIR (another rlox checkout)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the table rows and saved curves of earlier runs with other settings")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.time_updates:
@@ -153,28 +155,42 @@ def main() -> None:
     config = {"size": args.size, "train_ratio": args.train_ratio, **_parse_set(args.set)}
     header(f"DreamerV3 Pendulum-v1: {args.steps} steps, {args.seeds} seed(s), {config}")
     runs: list[dict] = []
-
-    def save(run: dict) -> None:      # after every evaluation: a killed run keeps its curve
-        done = [r for r in runs if r["seed"] != run["seed"]] + [run]
-        (RESULTS / "dreamer_runs.json").write_text(json.dumps({"config": config, "runs": done}, indent=2))
-
-    for s in range(args.seeds):
-        runs.append(run_rlox(s, args.steps, args.eval_every, config, args.eval_episodes, save))
+    runs_file, table_file = RESULTS / "dreamer_runs.json", RESULTS / "dreamer.json"
+    saved = json.loads(runs_file.read_text()) if args.keep and runs_file.exists() else []
+    saved = [saved] if isinstance(saved, dict) else saved          # (the one-config format of before)
+    saved = [e for e in saved if e.get("config") != config]
+    kept = json.loads(table_file.read_text()) if args.keep and table_file.exists() else []
     try:
         import sheeprl  # noqa: F401
         peer_note = "sheeprl importable but its runner is not wired here"
     except ImportError:
         peer_note = "sheeprl not run (not installed: it needs a venv of its own)"
     extra = "".join(f", {k} {v}" for k, v in config.items() if k not in ("size", "train_ratio"))
-    table = Table("dreamer", "DreamerV3 on Pendulum-v1: return at a budget and wall time (rlox)")
-    for i, (steps, _, _) in enumerate(runs[0]["curve"]):
-        finals = [r["curve"][i][1] for r in runs]
-        wall = float(np.mean([r["curve"][i][2] for r in runs]))
-        table.add(f"Pendulum return at {steps} steps ({args.size}, train_ratio {args.train_ratio:g}{extra})",
-                  rlox=float(np.mean(finals)), unit="return",
-                  note=f"{len(runs)} seed(s) {np.round(finals, 1).tolist()} (mean of {args.eval_episodes} "
-                       f"deterministic episodes each); train wall {wall:.0f} s; {peer_note}")
-    table.finish()
+
+    def write_table(done: list[dict]) -> None:
+        table = Table("dreamer", "DreamerV3 on Pendulum-v1: return at a budget and wall time (rlox)")
+        for i in range(max(len(r["curve"]) for r in done)):
+            points = [r["curve"][i] for r in done if len(r["curve"]) > i]
+            finals = [p[1] for p in points]
+            table.add(f"Pendulum return at {points[0][0]} steps ({args.size}, train_ratio {args.train_ratio:g}"
+                      f"{extra})", rlox=float(np.mean(finals)), unit="return",
+                      note=f"{len(points)} seed(s) {np.round(finals, 1).tolist()} (mean of {args.eval_episodes} "
+                           f"deterministic episodes each); train wall {np.mean([p[2] for p in points]):.0f} s; "
+                           f"{peer_note}")
+        new_cases = {r.case for r in table.rows}
+        # --keep: the rows of earlier runs with other settings stay in the table, before these.
+        old = [Row(r["case"], r["rlox"], r["peer"], r["peer_name"], r["goal"], r["unit"], r["note"])
+               for r in kept if r["case"] not in new_cases]
+        table.rows[:0] = old
+        table.finish()
+
+    def save(run: dict) -> None:      # after every evaluation: a killed run keeps its curve and rows
+        done = [r for r in runs if r["seed"] != run["seed"]] + [run]
+        runs_file.write_text(json.dumps(saved + [{"config": config, "runs": done}], indent=2))
+        write_table(done)
+
+    for s in range(args.seeds):
+        runs.append(run_rlox(s, args.steps, args.eval_every, config, args.eval_episodes, save))
 
 
 if __name__ == "__main__":
