@@ -66,6 +66,55 @@ def test_kl_balance_and_free_bits_by_hand():
     assert torch.all(p3.grad == 0)
 
 
+def test_twohot_nll_equals_dense_cross_entropy():
+    th = TwoHot()
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(7, 5, 255, generator=gen, requires_grad=True)
+    y1, y2 = torch.randn(7, 5, generator=gen) * 300, torch.randn(7, 5, generator=gen)
+    logp = torch.log_softmax(logits, -1)
+    dense = -(th.encode(y1) * logp).sum(-1) - 0.5 * (th.encode(y2) * logp).sum(-1)
+    fast = th.nll(logp, [y1, y2], [1.0, 0.5])
+    torch.testing.assert_close(fast, dense)
+    g_dense, = torch.autograd.grad(dense.sum(), logits, retain_graph=True)
+    g_fast, = torch.autograd.grad(fast.sum(), logits)
+    torch.testing.assert_close(g_fast, g_dense)
+    torch.testing.assert_close(th.loss(logits, y1), -(th.encode(y1) * logp).sum(-1))
+    with pytest.raises(ValueError, match="2 targets but 1 scales"):
+        th.nll(logp, [y1, y2], [1.0])
+
+
+def test_rssm_observe_matches_observe_step_loop():
+    from rlox.world_models import RSSM
+
+    torch.manual_seed(0)
+    rssm = RSSM(embed_dim=6, act_dim=2, deter=8, hidden=8, groups=3, classes=4)
+    B, T = 3, 6
+    embed, actions = torch.randn(B, T, 6), torch.randn(B, T, 2)
+    is_first = torch.zeros(B, T)
+    is_first[:, 0] = 1.0
+    is_first[1, 3] = 1.0                                   # an episode boundary inside a window
+    h, z, post, prior = rssm.observe(embed, actions, is_first, torch.Generator().manual_seed(1))
+    gen, state = torch.Generator().manual_seed(1), rssm.initial(B)
+    for t in range(T):
+        state, post_t, prior_t = rssm.observe_step(state, actions[:, t], embed[:, t], is_first[:, t], gen)
+        torch.testing.assert_close(h[:, t], state.h)
+        torch.testing.assert_close(z[:, t], state.z)       # the same draws: one uniform per latent per step
+        torch.testing.assert_close(post[:, t], post_t)
+        torch.testing.assert_close(prior[:, t], prior_t)
+
+
+def test_rssm_sample_frequencies_and_straight_through():
+    from rlox.world_models import RSSM
+
+    probs = torch.tensor([0.1, 0.2, 0.0, 0.7]).expand(20_000, 4).clone().requires_grad_(True)
+    z = RSSM.sample_probs(probs, torch.Generator().manual_seed(0))
+    freq = z.detach().mean(0)
+    assert freq[2] == 0.0 and torch.allclose(freq, probs[0].detach(), atol=0.015), freq
+    assert torch.all(z.detach().sum(-1) == 1.0)
+    (z * torch.arange(4.0)).sum().backward()              # straight-through: d z / d probs = identity
+    torch.testing.assert_close(probs.grad, torch.arange(4.0).expand(20_000, 4))
+
+
 def test_unimix():
     logits = torch.tensor([[100.0, 0.0, 0.0, 0.0]])
     probs = unimix_logits(logits, 0.01).exp()

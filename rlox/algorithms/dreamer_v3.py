@@ -229,7 +229,7 @@ class DreamerV3(Algorithm):
         scaled = np.where(finite, low + (a + 1.0) * 0.5 * (high - low), a)
         return scaled.reshape(a.shape[0], *self._act_space.shape).astype(np.float32)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def _policy(self, obs: torch.Tensor, state: RSSMState, prev_action: torch.Tensor, is_first: torch.Tensor,
                 deterministic: bool) -> tuple[torch.Tensor, RSSMState]:
         """One step of the agent: posterior update with ``obs``, then the actor's action."""
@@ -339,19 +339,11 @@ class DreamerV3(Algorithm):
         obs, prev_action = batch["obs"], batch["prev_action"]
         B, T = batch["reward"].shape
         with self._autocast():
-            embed = wm["encoder"](obs)                                     # [B, T, E]
-            state = rssm.initial(B, self.device)
-            hs, zs, posts, priors = [], [], [], []
-            for t in range(T):
-                state, post, prior = rssm.observe_step(state, prev_action[:, t], embed[:, t],
-                                                       batch["is_first"][:, t], self.torch_gen)
-                hs.append(state.h)
-                zs.append(state.z)
-                posts.append(post)
-                priors.append(prior)
-            h, z = torch.stack(hs, 1), torch.stack(zs, 1)                  # [B, T, deter], [B, T, G, K]
-            feat = torch.cat([h, z.flatten(2)], -1)
-            post_logits, prior_logits = torch.stack(posts, 1), torch.stack(priors, 1)
+            embed = wm["encoder"](obs)                                     # [B, T, E], all steps at once
+            # The posterior rollout; the prior head and the embedding's share of the posterior
+            # run outside its time loop (RSSM.observe).
+            h, z, post_logits, prior_logits = rssm.observe(embed, prev_action, batch["is_first"], self.torch_gen)
+            feat = torch.cat([h, z.flatten(2)], -1)                         # [B, T, deter + G*K]
             rec = wm["decoder"].loss(feat, obs).float()                    # [B, T]
             rew = self.twohot.loss(wm["reward"](feat), batch["reward"])
             cont_target = 1.0 - batch["is_terminal"].float()
@@ -418,10 +410,9 @@ class DreamerV3(Algorithm):
         opt.step()
 
         with self._autocast():
-            logits = self.critic(feat[:-1].detach())
-            target = returns.detach()
-            critic_loss = (weight * (self.twohot.loss(logits, target)
-                                     + cfg.slow_reg * self.twohot.loss(logits, slow_values[:-1].detach()))).mean()
+            # One log-softmax for both targets (the returns and the slow critic's values).
+            logp = F.log_softmax(self.critic(feat[:-1].detach()).float(), -1)
+            critic_loss = (weight * self.twohot.nll(logp, [returns, slow_values[:-1]], [1.0, cfg.slow_reg])).mean()
         opt = self.optimizers["critic"]
         opt.zero_grad(set_to_none=True)
         critic_loss.backward()

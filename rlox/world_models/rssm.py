@@ -9,6 +9,7 @@ every head reads.
     state = rssm.initial(B)
     state, post_logits, prior_logits = rssm.observe_step(state, prev_action, embed, is_first)
     state = rssm.imagine_step(state, action)          # prior only (no observation)
+    h, z, post, prior = rssm.observe(embed, prev_action, is_first)   # [B, T, ...]: the training rollout
 
 All MLPs are Linear -> LayerNorm -> SiLU (the paper's choice); output layers of the two-hot
 heads start at zero, so the first predictions are 0 (the paper's zero-init of reward and critic).
@@ -21,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlox.world_models.functions import symlog, unimix_logits
+from rlox.world_models.functions import symlog
 
 __all__ = ["RSSMState", "RSSM", "NormGRUCell", "mlp_ln", "VectorEncoder", "VectorDecoder", "ConvEncoder",
            "ConvDecoder", "Head"]
@@ -106,20 +107,35 @@ class RSSM(nn.Module):
     def feat(state: RSSMState) -> torch.Tensor:
         return torch.cat([state.h, state.z.flatten(1)], -1)
 
-    def _logits(self, raw: torch.Tensor) -> torch.Tensor:
-        return unimix_logits(raw.float().view(*raw.shape[:-1], self.groups, self.classes), self.unimix)
+    def _dist(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Head output ``[..., stoch]`` -> (logits, probabilities) ``[..., groups, classes]`` of the
+        unimix categoricals; the probabilities are kept so sampling needs no second softmax."""
+        raw = raw.float().view(*raw.shape[:-1], self.groups, self.classes)
+        probs = F.softmax(raw, -1)
+        if self.unimix <= 0:
+            return raw, probs
+        probs = (1.0 - self.unimix) * probs + self.unimix / self.classes     # as functions.unimix_logits
+        return torch.log(probs), probs
 
     @staticmethod
     def sample(logits: torch.Tensor, generator: torch.Generator | None = None, mode: bool = False) -> torch.Tensor:
         """One-hot samples of ``[..., K]`` logits with straight-through gradients."""
-        probs = F.softmax(logits, -1)
+        return RSSM.sample_probs(F.softmax(logits, -1), generator, mode)
+
+    @staticmethod
+    def sample_probs(probs: torch.Tensor, generator: torch.Generator | None = None, mode: bool = False
+                     ) -> torch.Tensor:
+        """One-hot samples of ``[..., K]`` probabilities with straight-through gradients."""
         if mode:
             idx = probs.argmax(-1)
         else:
-            flat = probs.reshape(-1, probs.shape[-1])
-            if generator is not None and flat.device.type != generator.device.type:
+            if generator is not None and probs.device.type != generator.device.type:
                 generator = None
-            idx = torch.multinomial(flat, 1, generator=generator).view(probs.shape[:-1])
+            # Inverse-CDF draw: one uniform per categorical (torch.multinomial draws one
+            # exponential per class); the same distribution, K times fewer random numbers.
+            u = torch.rand(*probs.shape[:-1], 1, generator=generator, device=probs.device, dtype=probs.dtype)
+            cdf = probs.detach().cumsum(-1)
+            idx = (cdf <= u * cdf[..., -1:]).sum(-1).clamp(max=probs.shape[-1] - 1)   # first k with cdf_k > u
         one_hot = F.one_hot(idx, probs.shape[-1]).to(probs.dtype)
         return one_hot + probs - probs.detach()
 
@@ -135,16 +151,51 @@ class RSSM(nn.Module):
         keep = (1.0 - is_first.float()).unsqueeze(-1)
         state = RSSMState(state.h * keep, state.z * keep.unsqueeze(-1))
         h = self._recur(state, prev_action * keep)
-        prior_logits = self._logits(self.prior_net(h))
-        post_logits = self._logits(self.post_net(torch.cat([h, embed], -1)))
-        z = self.sample(post_logits, generator, mode)
+        prior_logits, _ = self._dist(self.prior_net(h))
+        post_logits, post_probs = self._dist(self.post_net(torch.cat([h, embed], -1)))
+        z = self.sample_probs(post_probs, generator, mode)
         return RSSMState(h, z), post_logits, prior_logits
+
+    def observe(self, embed: torch.Tensor, prev_action: torch.Tensor, is_first: torch.Tensor,
+                generator: torch.Generator | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The posterior rollout over whole sequences from a fresh state: ``T`` calls of
+        ``observe_step`` (same values, same random draws), with everything that does not depend
+        on the recurrent state taken out of the time loop.
+
+        Args: ``embed [B, T, E]``, ``prev_action [B, T, A]``, ``is_first [B, T]``.
+        Returns ``h [B, T, deter]``, ``z [B, T, G, K]``, posterior and prior logits ``[B, T, G, K]``.
+
+        Out of the loop: the reset masks and masked actions; the embedding's share of the
+        posterior's first layer (``W [h; e] = W_h h + W_e e``, one matrix product over all steps);
+        and the prior head, which reads only ``h`` and draws nothing, run once on all ``h``.
+        """
+        B, T = is_first.shape
+        keep = (1.0 - is_first.float()).unsqueeze(-1)                    # [B, T, 1]
+        actions = prev_action * keep
+        post_in = self.post_net.trunk[0]                                 # Linear(deter + E -> hidden), no bias
+        w_h, w_e = post_in.weight.split([self.deter, embed.shape[-1]], 1)
+        embed_in = F.linear(embed, w_e)                                  # [B, T, hidden]
+        post_rest = self.post_net.trunk[1:]                              # LayerNorm, SiLU
+        h, z = self.initial(B, embed.device)
+        hs, zs, posts = [], [], []
+        for t in range(T):
+            k = keep[:, t]
+            h = self._recur(RSSMState(h * k, z * k.unsqueeze(-1)), actions[:, t])
+            post_logits, post_probs = self._dist(self.post_net.out(post_rest(F.linear(h, w_h) + embed_in[:, t])))
+            z = self.sample_probs(post_probs, generator)
+            hs.append(h)
+            zs.append(z)
+            posts.append(post_logits)
+        h_all = torch.stack(hs, 1)
+        prior_logits, _ = self._dist(self.prior_net(h_all))
+        return h_all, torch.stack(zs, 1), torch.stack(posts, 1), prior_logits
 
     def imagine_step(self, state: RSSMState, action: torch.Tensor,
                      generator: torch.Generator | None = None) -> RSSMState:
         """One prior step (dreaming): ``z ~ p(z | h)``."""
         h = self._recur(state, action)
-        return RSSMState(h, self.sample(self._logits(self.prior_net(h)), generator))
+        return RSSMState(h, self.sample_probs(self._dist(self.prior_net(h))[1], generator))
 
 
 class VectorEncoder(nn.Module):
