@@ -315,13 +315,14 @@ def tasks(args) -> list[dict]:
 
 def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
     """The learning rows of earlier invocations (``offline.json``) with this one's: a (dataset,
-    algorithm) row run now replaces the stored one; order: dataset as first seen, then ``ALGOS``."""
+    algorithm, steps) row run now replaces the stored one, other budgets stay beside it; order:
+    dataset as first seen, then ``ALGOS``, then steps."""
     fresh = {r["dataset"]: r.get("behaviour_eval") for r in new}   # one behaviour eval per dataset: the latest
-    rows = {(r["dataset"], r["algo"]): dict(r, behaviour_eval=fresh.get(r["dataset"], r.get("behaviour_eval")))
-            for r in old}
-    rows.update({(r["dataset"], r["algo"]): r for r in new})
+    key = lambda r: (r["dataset"], r["algo"], r["steps"])   # noqa: E731
+    rows = {key(r): dict(r, behaviour_eval=fresh.get(r["dataset"], r.get("behaviour_eval"))) for r in old}
+    rows.update({key(r): r for r in new})
     order = list(dict.fromkeys([r["dataset"] for r in old] + [r["dataset"] for r in new]))
-    return sorted(rows.values(), key=lambda r: (order.index(r["dataset"]), ALGOS.index(r["algo"])))
+    return sorted(rows.values(), key=lambda r: (order.index(r["dataset"]), ALGOS.index(r["algo"]), r["steps"]))
 
 
 def learning(d3: D3rlpyWorker, task_list: list[dict], algos, episodes: int, on_row=None) -> list[dict]:
@@ -485,25 +486,39 @@ def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]], cv: l
                   "*eval* = the behaviour policy (with its noise) on the learners' evaluation episodes ('-' where "
                   "its agent was not kept); *>= behaviour* compares with *data*. Per-seed scores: `benchmarks/results/offline_runs.json`."]
     if cv:
-        def end(c, lib):   # the conservative penalty (per critic) and its weight after the last step
+        def cql_end(c, lib):   # the conservative penalty (per critic) and its weight after the last step
             m = c[f"{lib}_metrics"][-1]
             if lib == "rlox":
                 return m["cql_penalty"], m["cql_alpha"]
             weight = m["alpha"] * 5.0   # d3rlpy: sum_critics alpha * 5 * (penalty - 10)
             return m["conservative_loss"] / (2 * weight) + 10.0, weight
 
+        def q_sign(m):   # TD3+BC: actor loss - BC loss = -alpha * mean Q / mean |Q| (alpha 2.5, both libraries)
+            return -(m["actor_loss"] - m["bc_loss"]) / 2.5
+
+        def at_end(c, lib):
+            if c["algo"] == "cql":
+                return "penalty {:.2f}, weight {:.2f}".format(*cql_end(c, lib))
+            if c["algo"] == "td3_bc":
+                return "Q sign {:.2f} -> {:.2f}".format(*(q_sign(c[f"{lib}_metrics"][i]) for i in (0, -1)))
+            return "-"
+
         lines += ["", "## Learning curves (one seed; to pick a budget)", "",
                   "Normalised score of the greedy policy every few gradient steps of one run per library "
-                  "(`--only curve`), evaluated as above; *penalty / weight*: after the last step, CQL's "
-                  "conservative penalty (log-sum-exp minus data Q, per critic; the Lagrangian raises the weight while "
-                  "it is above 10 and lowers it below) and its weight (multiplier x 5).", "",
-                  "| dataset | algorithm | seed | library | " + " | ".join(f"{s}" for s in cv[0]["steps"])
-                  + " | penalty / weight |", "|---|---|---|---|" + "---|" * (len(cv[0]["steps"]) + 1)]
-        for c in cv:
-            for lib in ("rlox", "d3rlpy"):
-                pen = "{:.2f} / {:.2f}".format(*end(c, lib)) if c["algo"] == "cql" else "-"
-                lines.append(f"| {c['dataset']} | {c['algo']} | {c['seed']} | {lib} | "
-                             + " | ".join(f"{v:.1f}" for v in c[lib]) + f" | {pen} |")
+                  "(`--only curve`), evaluated as above. *Diagnostics*: CQL's conservative penalty after the last "
+                  "step (log-sum-exp minus data Q, per critic; the Lagrangian raises the weight while it is above "
+                  "10 and lowers it below) and its weight (multiplier x 5); TD3+BC's *Q sign*, mean Q / mean |Q| "
+                  "at the actor's actions over the first and the last interval (from the logged losses: actor "
+                  "loss - BC loss = -2.5 mean Q / mean |Q|): -1 while every Q is negative (every true Q is on "
+                  "Pendulum, whose rewards are <= 0), higher once some are overestimated above 0."]
+        # one table per set of evaluation points (curves of different budgets have different columns)
+        for points in dict.fromkeys(tuple(c["steps"]) for c in cv):
+            lines += ["", "| dataset | algorithm | seed | library | " + " | ".join(f"{s}" for s in points)
+                      + " | diagnostics |", "|---|---|---|---|" + "---|" * (len(points) + 1)]
+            for c in (c for c in cv if tuple(c["steps"]) == points):
+                for lib in ("rlox", "d3rlpy"):
+                    lines.append(f"| {c['dataset']} | {c['algo']} | {c['seed']} | {lib} | "
+                                 + " | ".join(f"{v:.1f}" for v in c[lib]) + f" | {at_end(c, lib)} |")
     lines += ["", "Notes: d3rlpy runs in one subprocess of its own venv (d3rlpy pins gymnasium 1.0.0) on the same "
               ".npz, interleaved with rlox, with the same widths, batch size, learning rates and algorithm "
               "hyperparameters (TD3+BC alpha 2.5 and standardised observations; IQL expectile 0.7, temperature "
