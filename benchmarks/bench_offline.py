@@ -57,7 +57,7 @@ ALGOS = ("td3_bc", "iql", "cql", "bc")
 CQL_GAP = 10.0
 
 
-def shown(row: dict) -> str:
+def algo_label(row: dict) -> str:
     """A row's algorithm as the tables print it: ``cql (fixed weight 5)`` for a variant."""
     v = row.get("variant", "")
     return row["algo"] if not v else f"{row['algo']} ({'fixed weight 5' if v == 'fixed' else v.replace('gap', 'gap ')})"
@@ -493,7 +493,7 @@ def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]], cv: l
             ge_peer = "yes" if r["rlox"] >= r["d3rlpy"] else ("within CI" if r["rlox_hi"] >= r["d3rlpy"] else "no")
             ge_beh = "yes" if r["rlox"] >= r["behaviour"] else ("within CI" if r["rlox_hi"] >= r["behaviour"] else "no")
             beh = f"{r['behaviour']:.1f} / " + ("-" if r.get("behaviour_eval") is None else f"{r['behaviour_eval']:.1f}")
-            lines.append(f"| {r['dataset']} | {shown(r)} | {r['steps']} | {r['seeds']} | {beh} | {r['rlox']:.1f} "
+            lines.append(f"| {r['dataset']} | {algo_label(r)} | {r['steps']} | {r['seeds']} | {beh} | {r['rlox']:.1f} "
                          f"[{r['rlox_lo']:.1f}, {r['rlox_hi']:.1f}] | {r['d3rlpy']:.1f} "
                          f"[{r['d3rlpy_lo']:.1f}, {r['d3rlpy_hi']:.1f}] | {ge_peer} | {ge_beh} |")
         lines += ["", "Scores: 0 = random, 100 = expert (`rlox.offline.REFERENCE_SCORES`: on Pendulum uniform random "
@@ -541,7 +541,7 @@ def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]], cv: l
                       + " | diagnostics |", "|---|---|---|---|" + "---|" * (len(points) + 1)]
             for c in (c for c in cv if tuple(c["steps"]) == points):
                 for lib in ("rlox", "d3rlpy"):
-                    lines.append(f"| {c['dataset']} | {shown(c)} | {c['seed']} | {lib} | "
+                    lines.append(f"| {c['dataset']} | {algo_label(c)} | {c['seed']} | {lib} | "
                                  + " | ".join(f"{v:.1f}" for v in c[lib]) + f" | {at_end(c, lib)} |")
     lines += ["", "Notes: d3rlpy runs in one subprocess of its own venv (d3rlpy pins gymnasium 1.0.0) on the same "
               ".npz, interleaved with rlox, with the same widths, batch size, learning rates and algorithm "
