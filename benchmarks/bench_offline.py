@@ -551,7 +551,12 @@ def write(tp: list[dict], ln: list[dict], args, commands: list[list[str]], cv: l
               "default (alpha_threshold 10), so rlox's CQL runs with target_action_gap=10 everywhere here, and "
               "d3rlpy's multiplier learns at rlox's (and CQL's code's) 3e-4 instead of its default 1e-4. One "
               "difference is left: d3rlpy's CQL bootstraps from its target critics at the actor's mean action at "
-              "s', rlox's (as SAC) at a sampled action with the entropy term."]
+              "s', rlox's (as SAC) at a sampled action with the entropy term. Findings behind the rows (docs/offline.md, "
+              "Benchmarks): TD3+BC on pendulum-medium peaks early in both libraries and declines as the critics "
+              "overestimate the actor's actions (the curve's Q sign), hence a 2000-step row beside the 12000-step "
+              "one; CQL on pendulum-expert spins the pendulum in both libraries (the controller's pumping without "
+              "its catch), and neither a fixed weight 5 (`--cql-gap 0`, one seed in `benchmarks/diag_cql_pendulum.py`) "
+              "nor d3rlpy's mean-action target avoids it."]
     (RESULTS / "offline.md").write_text("\n".join(lines) + "\n")
     (RESULTS / "offline.json").write_text(json.dumps({
         "throughput": tp, "learning": ln, "curves": cv or [], "argv": sys.argv[1:], "commands": commands,
