@@ -97,7 +97,7 @@ def rollout(args: argparse.Namespace) -> None:
                 ret += float(r)
             returns.append(ret)
         print(f"{name}: score {normalized_score('Pendulum-v1', np.mean(returns)):.1f}, upright (cos th > 0.9) "
-              f"{np.mean(upright):.2f} of steps, of which fast (|thdot| > 3) {np.mean(fast_top):.2f}; mean |thdot| "
+              f"{np.mean(upright):.2f} of steps, upright and fast (|thdot| > 3) {np.mean(fast_top):.2f}; mean |thdot| "
               f"{np.mean(speed):.2f}, mean |u| {np.mean(torque):.2f}, |u| > 1.9 {np.mean(saturated):.2f}")
 
 
