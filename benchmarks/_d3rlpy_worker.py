@@ -7,7 +7,8 @@ Job: {"mode": "throughput"|"learn"|"curve", "algo": "td3_bc"|"iql"|"cql"|"bc", "
       "hidden": int, "batch_size": int, "seed": int, "low": [...], "high": [...] (action bounds),
       "policy": path (learn: where the greedy policy is saved as TorchScript, observation and
       action scalers included, so the bench evaluates it with the same episodes as rlox's; curve: saved
-      as ``policy-<step>.pt`` every ``every`` steps)}
+      as ``policy-<step>.pt`` every ``every`` steps), "cql_gap": float (CQL's alpha_threshold; 0: no
+      Lagrangian, a fixed weight)}
 """
 import json
 import sys
@@ -36,10 +37,13 @@ def make(job, low, high):
                                      actor_learning_rate=3e-4, critic_learning_rate=3e-4,
                                      observation_scaler=StandardObservationScaler(), **common)
     elif algo == "cql":    # d3rlpy's CQL is Lagrangian by default (alpha_threshold 10); its multiplier
-        # learns at rlox's (and CQL's own code's) critic rate 3e-4 rather than d3rlpy's default 1e-4
+        # learns at rlox's (and CQL's own code's) critic rate 3e-4 rather than d3rlpy's default 1e-4.
+        # cql_gap 0: no Lagrangian (alpha_learning_rate 0 keeps alpha at 1: a fixed weight 5)
+        gap = float(job.get("cql_gap", 10.0))
         cfg = d3rlpy.algos.CQLConfig(actor_encoder_factory=enc, critic_encoder_factory=enc, conservative_weight=5.0,
-                                     n_action_samples=10, alpha_threshold=10.0, actor_learning_rate=1e-4,
-                                     critic_learning_rate=3e-4, alpha_learning_rate=3e-4, temp_learning_rate=1e-4,
+                                     n_action_samples=10, alpha_threshold=gap, actor_learning_rate=1e-4,
+                                     critic_learning_rate=3e-4, alpha_learning_rate=3e-4 if gap > 0 else 0.0,
+                                     temp_learning_rate=1e-4,
                                      initial_alpha=1.0, initial_temperature=1.0, **common)
     elif algo == "bc":
         cfg = d3rlpy.algos.BCConfig(encoder_factory=enc, learning_rate=1e-3, policy_type="deterministic", **common)
