@@ -16,7 +16,7 @@ from typing import Sequence
 import torch
 from torch.nn import functional as F
 
-__all__ = ["symlog", "symexp", "TwoHot", "categorical_kl", "kl_balance", "unimix_logits",
+__all__ = ["symlog", "symexp", "TwoHot", "categorical_kl", "kl_balance", "unimix_logits", "unimix_probs",
            "ReturnNormalizer", "lambda_returns"]
 
 
@@ -94,14 +94,22 @@ class TwoHot:
         return self.nll(F.log_softmax(logits.float(), -1), y)
 
 
+def unimix_probs(logits: torch.Tensor, unimix: float = 0.01) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, probabilities) of ``(1 - unimix) * softmax(logits) + unimix / K`` (DreamerV3: 1%
+    uniform mix keeps every class probable, so KL terms stay finite and the latents never
+    collapse); the probabilities are returned so a sampler needs no second softmax."""
+    probs = F.softmax(logits.float(), -1)
+    if unimix <= 0:
+        return logits, probs
+    probs = (1.0 - unimix) * probs + unimix / probs.shape[-1]
+    return torch.log(probs), probs
+
+
 def unimix_logits(logits: torch.Tensor, unimix: float = 0.01) -> torch.Tensor:
-    """Logits of ``(1 - unimix) * softmax(logits) + unimix / K`` (DreamerV3: 1% uniform mix keeps
-    every class probable, so KL terms stay finite and the latents never collapse)."""
+    """Logits of ``(1 - unimix) * softmax(logits) + unimix / K`` (see ``unimix_probs``)."""
     if unimix <= 0:
         return logits
-    probs = F.softmax(logits.float(), -1)
-    probs = (1.0 - unimix) * probs + unimix / probs.shape[-1]
-    return torch.log(probs)
+    return unimix_probs(logits, unimix)[0]
 
 
 def categorical_kl(p_logits: torch.Tensor, q_logits: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from rlox.world_models.functions import symlog
+from rlox.world_models.functions import symlog, unimix_probs
 
 __all__ = ["RSSMState", "RSSM", "NormGRUCell", "mlp_ln", "VectorEncoder", "VectorDecoder", "ConvEncoder",
            "ConvDecoder", "Head"]
@@ -110,12 +110,7 @@ class RSSM(nn.Module):
     def _dist(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Head output ``[..., stoch]`` -> (logits, probabilities) ``[..., groups, classes]`` of the
         unimix categoricals; the probabilities are kept so sampling needs no second softmax."""
-        raw = raw.float().view(*raw.shape[:-1], self.groups, self.classes)
-        probs = F.softmax(raw, -1)
-        if self.unimix <= 0:
-            return raw, probs
-        probs = (1.0 - self.unimix) * probs + self.unimix / self.classes     # as functions.unimix_logits
-        return torch.log(probs), probs
+        return unimix_probs(raw.float().view(*raw.shape[:-1], self.groups, self.classes), self.unimix)
 
     @staticmethod
     def sample(logits: torch.Tensor, generator: torch.Generator | None = None, mode: bool = False) -> torch.Tensor:
