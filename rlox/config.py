@@ -674,7 +674,8 @@ class DreamerV3Config(ConfigBase):
         "auto", "actor gradient: REINFORCE, backprop through the model, or auto (backprop for continuous "
         "actions, REINFORCE for discrete: DreamerV3's first release)")
     precision: Literal["auto", "float32", "bfloat16"] = _f("auto", "auto: bfloat16 autocast on CUDA GPUs "
-                                                           "that support it, float32 elsewhere")
+                                                           "that support it for models with a GRU of 2048 "
+                                                           "units or more (L, XL), float32 elsewhere")
     save_replay: bool = _f(True, "save the replay (filled part) in checkpoints, so resumed runs keep it")
 
     def validate(self) -> None:

@@ -33,7 +33,32 @@ from torch import nn
 __all__ = [
     "hidden_sizes", "mlp", "SquashedGaussianPolicy", "DeterministicPolicy", "QNetwork",
     "TwinQNetwork", "SimpleQNetwork", "DuelingQNetwork", "LOG_STD_MIN", "LOG_STD_MAX", "GaussianPolicy",
+    "draw_normal", "draw_uniform", "draw_categorical",
 ]
+
+
+# ---------------------------------------------------------------------- seeded draws on any device
+# Algorithms keep one CPU ``torch.Generator`` (checkpointed, so a resumed run continues the same
+# stream) whatever their device. torch refuses a CPU generator for a CUDA tensor, so every seeded
+# draw goes through these: the numbers are drawn on the generator's device and then moved, which
+# on a GPU costs one small copy and gives the same numbers as on the CPU.
+def draw_normal(shape: Sequence[int], generator: torch.Generator | None, like: torch.Tensor) -> torch.Tensor:
+    """Standard normal noise of ``shape`` with ``like``'s dtype and device, from ``generator``."""
+    dev = generator.device if generator is not None else like.device
+    return torch.randn(tuple(shape), generator=generator, dtype=like.dtype, device=dev).to(like.device)
+
+
+def draw_uniform(shape: Sequence[int], generator: torch.Generator | None, like: torch.Tensor) -> torch.Tensor:
+    """Uniform [0, 1) numbers of ``shape`` with ``like``'s dtype and device, from ``generator``."""
+    dev = generator.device if generator is not None else like.device
+    return torch.rand(tuple(shape), generator=generator, dtype=like.dtype, device=dev).to(like.device)
+
+
+def draw_categorical(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One class index per row of ``probs`` [..., K] (``torch.multinomial``), from ``generator``."""
+    if generator is None or generator.device == probs.device:
+        return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return torch.multinomial(probs.detach().to(generator.device), 1, generator=generator).squeeze(-1).to(probs.device)
 
 # Bounds of the Gaussian log std (SAC's reference code and SB3 use the same clamp).
 LOG_STD_MIN = -20.0
@@ -143,8 +168,7 @@ class SquashedGaussianPolicy(nn.Module):
         if not self.use_sde:
             return
         std = self.sde_log_std.exp()
-        eps = torch.randn((n, *std.shape), generator=generator, dtype=std.dtype,
-                          device=generator.device if generator is not None else std.device).to(std.device)
+        eps = draw_normal((n, *std.shape), generator, std)
         self.exploration_mat = eps * std
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
@@ -181,8 +205,7 @@ class SquashedGaussianPolicy(nn.Module):
         else:
             mean = F.linear(z, self.mu.weight, self.mu.bias)
             log_std = F.linear(z, self.log_std.weight, self.log_std.bias).clamp(LOG_STD_MIN, LOG_STD_MAX)
-            eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype,
-                              device=generator.device if generator is not None else mean.device).to(mean.device)
+            eps = draw_normal(mean.shape, generator, mean)
             u = mean + log_std.exp() * eps
         # log N(u; mean, std) with (u - mean) / std == eps.
         log_prob = (-0.5 * eps.square() - log_std).sum(-1) - 0.5 * math.log(2 * math.pi) * self.act_dim
@@ -197,8 +220,7 @@ class SquashedGaussianPolicy(nn.Module):
         z = self._features(obs)
         mean = F.linear(z, self.mu.weight, self.mu.bias)
         log_std = F.linear(z, self.log_std.weight, self.log_std.bias).clamp(LOG_STD_MIN, LOG_STD_MAX)
-        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype,
-                          device=generator.device if generator is not None else mean.device).to(mean.device)
+        eps = draw_normal(mean.shape, generator, mean)
         return torch.tanh(mean + log_std.exp() * eps)
 
     def deterministic(self, obs: torch.Tensor) -> torch.Tensor:
@@ -468,6 +490,5 @@ class GaussianPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
         mean, log_std = self(obs)
-        eps = torch.randn(mean.shape, generator=generator, dtype=mean.dtype,
-                          device=generator.device if generator is not None else mean.device).to(mean.device)
+        eps = draw_normal(mean.shape, generator, mean)
         return (mean + log_std.exp() * eps).clamp(-1.0, 1.0)

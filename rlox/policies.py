@@ -27,6 +27,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlox.networks import draw_categorical, draw_normal
+
 __all__ = ["DiscretePolicy", "ContinuousPolicy", "GaussianPolicy", "mlp", "hidden_sizes", "make_policy",
            "SharedFeatures"]
 
@@ -193,7 +195,7 @@ class DiscretePolicy(_ActorCritic):
         if deterministic:
             actions = logp_all.argmax(-1)
         else:
-            actions = torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+            actions = draw_categorical(logp_all.exp(), generator)
         log_probs = logp_all.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
         return actions, log_probs, (self.get_value(obs) if with_value else None)
 
@@ -275,7 +277,7 @@ class ContinuousPolicy(_ActorCritic):
         if not self.use_sde:
             return
         std = self.log_std.detach().exp()
-        eps = torch.randn((int(n), *std.shape), generator=generator, dtype=std.dtype, device=std.device)
+        eps = draw_normal((int(n), *std.shape), generator, std)
         self.sde_noise = eps * std
 
     def dist_params(self, obs: torch.Tensor) -> torch.Tensor:
@@ -306,12 +308,11 @@ class ContinuousPolicy(_ActorCritic):
             noise_w = self.sde_noise
             if noise_w is None or noise_w.shape[0] != mean.shape[0]:
                 # No matrices for this batch size (e.g. a stochastic predict): one-off draws.
-                eps = torch.randn((mean.shape[0], *self.log_std.shape), generator=generator,
-                                  dtype=mean.dtype, device=mean.device)
+                eps = draw_normal((mean.shape[0], *self.log_std.shape), generator, mean)
                 noise_w = eps * self.log_std.detach().exp()
             actions = mean + torch.bmm(latent.detach().unsqueeze(1), noise_w).squeeze(1)
         else:
-            noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
+            noise = draw_normal(mean.shape, generator, mean)
             actions = mean + noise * std
         return actions, self._log_prob(actions, mean, std), (self.get_value(obs) if with_value else None)
 

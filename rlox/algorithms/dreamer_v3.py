@@ -34,6 +34,7 @@ from torch.nn import functional as F
 from rlox.algorithms.base import Algorithm, adam, to_numpy_tree
 from rlox.config import DreamerV3Config
 from rlox.envs import env_label, make_vec_env
+from rlox.networks import draw_categorical, draw_normal
 from rlox.world_models.functions import ReturnNormalizer, TwoHot, kl_balance, lambda_returns, unimix_logits
 from rlox.world_models.replay import SequenceReplay
 from rlox.world_models.rssm import (RSSM, ConvDecoder, ConvEncoder, Head, RSSMState, VectorDecoder,
@@ -52,6 +53,12 @@ MODEL_SIZES: dict[str, tuple[int, int, int, int, int, int]] = {
     "XL": (4096, 1024, 5, 32, 32, 96),
 }
 
+#: ``precision="auto"`` on CUDA: bfloat16 autocast from this GRU width up (the L and XL presets).
+#: Measured on an H200 (benchmarks/dreamer_gpu_timing.py, results/dreamer_gpu.md): an update of
+#: the smaller models is bound by kernel launches (~0.2 s whatever the size), where autocast's
+#: extra cast kernels make it 10-45% slower; at L it is on par or faster and at XL 1.4x faster.
+AUTO_BF16_MIN_DETER = 2048
+
 
 class _Actor(nn.Module):
     """The policy on ``feat``: categorical (1% unimix) for discrete actions; for continuous ones
@@ -69,12 +76,11 @@ class _Actor(nn.Module):
         """(action ``[N, act_dim]`` (one-hot if discrete, in [-1, 1] otherwise), log-prob ``[N]``,
         entropy ``[N]``); the action is reparameterised for continuous spaces."""
         out = self.net(feat).float()
-        gen = generator if generator is not None and generator.device == out.device else None
         if self.discrete:
             logits = unimix_logits(out, self.unimix)
             logp_all = F.log_softmax(logits, -1)
             probs = logp_all.exp()
-            idx = probs.argmax(-1) if deterministic else torch.multinomial(probs, 1, generator=gen).squeeze(-1)
+            idx = probs.argmax(-1) if deterministic else draw_categorical(probs, generator)
             one_hot = F.one_hot(idx, self.act_dim).float()
             action = one_hot + probs - probs.detach()           # straight-through
             return action, (logp_all * one_hot).sum(-1), -(probs * logp_all).sum(-1)
@@ -84,7 +90,7 @@ class _Actor(nn.Module):
         if deterministic:
             raw = mean
         else:
-            raw = mean + std * torch.randn(mean.shape, generator=gen, device=mean.device, dtype=mean.dtype)
+            raw = mean + std * draw_normal(mean.shape, generator, mean)
         action = raw + (raw.clamp(-1.0, 1.0) - raw).detach()
         z = (raw.detach() - mean) / std
         logp = (-0.5 * z * z - torch.log(std) - 0.5 * math.log(2 * math.pi)).sum(-1)
@@ -198,6 +204,8 @@ class DreamerV3(Algorithm):
     def _autocast_dtype(self) -> torch.dtype | None:
         p = self.config.precision
         if p == "float32" or (p == "auto" and not self.use_cuda):
+            return None
+        if p == "auto" and self.model_dims[0] < AUTO_BF16_MIN_DETER:
             return None
         if self.use_cuda and not torch.cuda.is_bf16_supported():
             if p == "bfloat16":

@@ -44,6 +44,7 @@ from rlox.algorithms.base import Algorithm, adam, to_numpy_tree
 from rlox.config import MAPPOConfig
 from rlox.losses import PPOLoss
 from rlox.multiagent.envs import make_multiagent_vec_env
+from rlox.networks import draw_categorical, draw_normal
 from rlox.policies import mlp
 from rlox.stats import RunningStats
 
@@ -104,10 +105,10 @@ class MultiAgentActor(nn.Module):
         if self.discrete:
             logp_all = F.log_softmax(out, dim=-1)
             a = logp_all.argmax(-1) if deterministic else \
-                torch.multinomial(logp_all.exp(), 1, generator=generator).squeeze(-1)
+                draw_categorical(logp_all.exp(), generator)
             return a, logp_all.gather(-1, a.unsqueeze(-1)).squeeze(-1)
         std = self.log_std.exp().expand_as(out)
-        a = out if deterministic else out + std * torch.randn(out.shape, generator=generator, device=out.device)
+        a = out if deterministic else out + std * draw_normal(out.shape, generator, out)
         return a, self._normal_log_prob(out, a)
 
     def evaluate(self, x: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

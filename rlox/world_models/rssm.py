@@ -22,6 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from rlox.networks import draw_uniform
 from rlox.world_models.functions import symlog, unimix_probs
 
 __all__ = ["RSSMState", "RSSM", "NormGRUCell", "mlp_ln", "VectorEncoder", "VectorDecoder", "ConvEncoder",
@@ -124,11 +125,9 @@ class RSSM(nn.Module):
         if mode:
             idx = probs.argmax(-1)
         else:
-            if generator is not None and probs.device.type != generator.device.type:
-                generator = None
             # Inverse-CDF draw: one uniform per categorical (torch.multinomial draws one
             # exponential per class); the same distribution, K times fewer random numbers.
-            u = torch.rand(*probs.shape[:-1], 1, generator=generator, device=probs.device, dtype=probs.dtype)
+            u = draw_uniform((*probs.shape[:-1], 1), generator, probs)
             cdf = probs.detach().cumsum(-1)
             idx = (cdf <= u * cdf[..., -1:]).sum(-1).clamp(max=probs.shape[-1] - 1)   # first k with cdf_k > u
         one_hot = F.one_hot(idx, probs.shape[-1]).to(probs.dtype)
