@@ -109,6 +109,8 @@ def test_artifact_acts_as_the_algorithm_across_episodes(trained, name, env_id):
 def test_runner_and_evaluation_return_what_the_algorithm_gets(trained, name, env_id):
     algo, path = trained[name]
     runner = InferenceRunner.load(path, env=make_env(env_id))
+    for _ in range(5):                                  # a state the episode must not start from
+        runner.policy.act(np.full(runner.policy.obs_shape, -8.0, np.float32), deterministic=False)
     first = runner.run_episode(seed=7)
     ref = evaluate_policy(algo, env_id, n_episodes=1, seed=7)
     assert first["return"] == pytest.approx(ref["episode_rewards"][0], rel=1e-6)
@@ -334,3 +336,22 @@ def test_training_artifacts_write_a_recurrent_policy(tmp_path, algo, env, config
     # by side, seeds 0 and 1, the state reset per env), it scores what was recorded.
     res = evaluate_policy(policy, env, n_episodes=2, seed=0, n_envs=2)
     assert res["mean_reward"] == pytest.approx(spec["best"]["mean_reward"], rel=1e-6)
+
+
+def test_dreamer_on_images_says_it_cannot_export(tmp_path):
+    import gymnasium as gym
+    from gymnasium import spaces
+
+    class Frames(gym.Env):
+        observation_space = spaces.Box(0, 255, (3, 16, 16), np.uint8)
+        action_space = spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            return np.zeros((3, 16, 16), np.uint8), {}
+
+        def step(self, action):
+            return np.zeros((3, 16, 16), np.uint8), 0.0, False, False, {}
+
+    algo = DreamerV3(Frames(), seed=0, size="XS", cnn_depth=4)
+    with pytest.raises(ArtifactError, match=r"vector-observation policies only; .* image observations \(3, 16, 16\)"):
+        export_inference(algo, tmp_path)

@@ -270,10 +270,19 @@ class DreamerV3(Algorithm):
         encoder, the RSSM's posterior step (GRU input layer, LayerNorm GRU gates, posterior
         head) and the actor (``unimix_categorical`` or ``bounded_normal``, as ``_Actor``).
         ``rlox.inference`` rebuilds it with torch alone (``RSSMCore``). Decoder, reward,
-        continue, prior and critics are not exported. None for image observations (the
-        convolutional encoder's GroupNorm is not in the artifact format)."""
+        continue, prior and critics are not exported.
+
+        Raises:
+            ArtifactError: image observations (the convolutional encoder's GroupNorm and pixel
+                scaling are not in the artifact format yet).
+        """
         if self.image:
-            return None
+            from rlox.inference import ArtifactError
+
+            raise ArtifactError(f"DreamerV3 exports vector-observation policies only; {env_label(self.env_id)} has "
+                                f"image observations {tuple(self._obs_space.shape)} (the convolutional encoder is "
+                                f"not in the artifact format); pass inference_artifacts=False to TrainingArtifacts "
+                                f"and keep the checkpoint (save/load) instead")
         wm = self.world_model
         rssm: RSSM = wm["rssm"]
         export: dict[str, Any] = {
