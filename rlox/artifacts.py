@@ -15,6 +15,9 @@
 three files with torch alone (no rlox training code). ``inference.yaml`` holds no training
 hyperparameters (learning rate, discount, ...); those are in ``training.yaml``.
 
+Recurrent policies (RecurrentPPO's LSTM, DreamerV3's RSSM) add a ``policy.recurrent`` section
+and are written as file version 2; feed-forward ones stay version 1 (see docs/deploy.md).
+
 ``TrainingArtifacts`` is an ``EvalCallback``: it evaluates on a separate env every
 ``eval_freq`` env steps (default: 20 evaluations over the run, and always at its end), and
 writes the actor whenever the mean evaluation reward beats the best so far. Algorithms take
