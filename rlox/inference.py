@@ -33,7 +33,7 @@ Recurrent policies (RecurrentPPO's LSTM, DreamerV3's RSSM) have a ``policy.recur
     action, state = policy.predict(obs, state=None, episode_start=starts)   # the explicit form
 
 The LSTM is rebuilt here with torch alone, and so is DreamerV3's acting path (encoder, the
-RSSM's posterior step, the actor): about forty lines of torch that mirror
+RSSM's posterior step, the actor): a few dozen lines of torch that mirror
 ``rlox.world_models.rssm.RSSM.observe_step`` (tests check that the two agree), so Dreamer
 artifacts deploy without rlox too.
 """
@@ -697,8 +697,9 @@ class RecurrentInferencePolicy(InferencePolicy):
       or ``reset_state(mask)`` when some do. The first call after ``reset_state()`` (or after
       loading) fixes the batch size; a batch of another size is a ValueError until the next
       ``reset_state()`` (a silent fresh start would hide a mix-up of envs).
-    * ``predict(obs, state, episode_start, deterministic)`` -> ``(actions, state)``: the
-      explicit form of sb3-contrib's ``RecurrentPPO.predict`` (and rlox's); ``state`` is None at
+    * ``predict(obs, state, episode_start, deterministic=True)`` -> ``(actions, state)``: the
+      explicit form of sb3-contrib's ``RecurrentPPO.predict`` (and rlox's; their
+      ``deterministic`` defaults to False, this one to True like ``act``); ``state`` is None at
       the start, then what the previous call returned, a tuple of NumPy arrays (``state_names``):
       LSTM ``(h, c)`` each ``[num_layers, B, hidden]``; RSSM ``(h [B, deter], z [B, groups,
       classes], prev_action [B, action_dim])``. ``episode_start [B]`` marks the envs whose
