@@ -15,6 +15,9 @@
 three files with torch alone (no rlox training code). ``inference.yaml`` holds no training
 hyperparameters (learning rate, discount, ...); those are in ``training.yaml``.
 
+Recurrent policies (RecurrentPPO's LSTM, DreamerV3's RSSM) add a ``policy.recurrent`` section
+and are written as file version 2; feed-forward ones stay version 1 (see docs/deploy.md).
+
 ``TrainingArtifacts`` is an ``EvalCallback``: it evaluates on a separate env every
 ``eval_freq`` env steps (default: 20 evaluations over the run, and always at its end), and
 writes the actor whenever the mean evaluation reward beats the best so far. Algorithms take
@@ -34,8 +37,9 @@ from torch import nn
 from rlox.callbacks import EvalCallback
 from rlox.checkpointing import atomic_path, atomic_write_text
 from rlox.logging import algo_env_label, run_metadata
-from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, INFERENCE_VERSION,
-                            NORMALIZER_FILE, AppendConstant, ArtifactError, ImageInput)
+from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, NORMALIZER_FILE,
+                            RECURRENT_TYPES, VERSION_2_DISTRIBUTIONS, AppendConstant, ArtifactError, ImageInput,
+                            Symlog)
 
 __all__ = ["TrainingArtifacts", "describe_network", "export_inference", "LEARN_PHASES",
            "EVALUATIONS_FILE", "TIMINGS_FILE", "TRAINING_FILE"]
@@ -122,6 +126,8 @@ def _describe_layers(name: str, prefix: str, modules: list[nn.Module]
                     tensors[f"{key}.bias"] = m.bias
         elif isinstance(m, nn.Flatten):
             layers.append({"type": "flatten", "start_dim": m.start_dim, "end_dim": m.end_dim})
+        elif isinstance(m, Symlog):
+            layers.append({"type": "symlog"})
         elif isinstance(m, AppendConstant):
             layers.append({"type": "append_constant", "values": [float(v) for v in m.values.tolist()]})
         elif type(m) in _ACTIVATIONS:
@@ -138,7 +144,7 @@ def _describe_layers(name: str, prefix: str, modules: list[nn.Module]
         else:
             raise ArtifactError(f"network {name!r} layer {key.split('.', 1)[1]} is a {type(m).__name__}, which "
                                 f"inference artifacts cannot describe; supported: Linear, Conv2d, MaxPool2d, "
-                                f"LayerNorm, Flatten, AppendConstant, ImageInput, residual blocks and "
+                                f"LayerNorm, Flatten, AppendConstant, ImageInput, Symlog, residual blocks and "
                                 f"{', '.join(sorted(t.__name__ for t in _ACTIVATIONS))}")
     return layers, tensors
 
@@ -193,6 +199,43 @@ def _check_export(export: Mapping[str, Any], owner: str) -> None:
         if not chain or missing:
             raise ArtifactError(f"{owner}.export_policy(): output {out!r} uses networks {list(chain)}; "
                                 f"{missing or 'none'} not in networks {sorted(networks)}")
+    rec = export.get("recurrent")
+    if rec is not None:
+        if not isinstance(rec, Mapping) or rec.get("type") not in RECURRENT_TYPES:
+            raise ArtifactError(f"{owner}.export_policy() 'recurrent' must be a mapping with a type in "
+                                f"{list(RECURRENT_TYPES)}, got {rec!r}")
+        if rec["type"] == "lstm" and not isinstance(rec.get("module"), nn.LSTM):
+            raise ArtifactError(f"{owner}.export_policy(): a recurrent 'lstm' needs 'module', a torch.nn.LSTM")
+        if rec["type"] == "rssm":
+            missing = [r for r in ("encoder", "img_in", "gru", "posterior") if rec.get(r) not in networks]
+            if missing:
+                raise ArtifactError(f"{owner}.export_policy(): the rssm's {missing} must name networks, got "
+                                    f"{[rec.get(r) for r in missing]} (networks {sorted(networks)})")
+
+
+def _file_version(export: Mapping[str, Any]) -> int:
+    """The lowest ``inference.yaml`` version that reads ``export``: 2 for a recurrent policy or
+    a distribution new in version 2, else 1 (so older readers keep loading feed-forward files)."""
+    if "agents" in export:
+        return max(_file_version(sub) for sub in export["agents"].values())
+    return 2 if export.get("recurrent") is not None or export["distribution"] in VERSION_2_DISTRIBUTIONS else 1
+
+
+def _describe_recurrent(rec: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """(``policy.recurrent`` section, its tensors) of an export's ``recurrent`` entry."""
+    if rec["type"] == "lstm":
+        lstm: nn.LSTM = rec["module"]
+        if lstm.bidirectional or lstm.proj_size or lstm.batch_first:
+            raise ArtifactError(f"inference artifacts describe a one-directional, time-major LSTM without "
+                                f"projections; got bidirectional={lstm.bidirectional}, proj_size={lstm.proj_size}, "
+                                f"batch_first={lstm.batch_first}")
+        section = {"type": "lstm", "input_size": int(lstm.input_size), "hidden_size": int(lstm.hidden_size),
+                   "num_layers": int(lstm.num_layers), "bias": bool(lstm.bias)}
+        return section, {f"recurrent.{name}": p for name, p in lstm.named_parameters()}
+    section = {"type": "rssm", **{k: str(rec[k]) for k in ("encoder", "img_in", "gru", "posterior")},
+               **{k: int(rec[k]) for k in ("deter", "groups", "classes", "action_dim")},
+               "unimix": float(rec.get("unimix", 0.0))}
+    return section, {}
 
 
 def export_inference(algo: Any, directory: str | os.PathLike, *, extra: Mapping[str, Any] | None = None) -> Path:
@@ -219,7 +262,7 @@ def export_inference(algo: Any, directory: str | os.PathLike, *, extra: Mapping[
     _check_export(export, owner)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    head = {"format": INFERENCE_FORMAT, "version": INFERENCE_VERSION,
+    head = {"format": INFERENCE_FORMAT, "version": _file_version(export),
             "algorithm": getattr(algo, "name", owner) or owner, "env_id": algo_env_label(algo)}
     if "agents" in export:
         folders = {}
@@ -267,19 +310,27 @@ def _write_policy(directory: Path, export: Mapping[str, Any], head: Mapping[str,
     extra_tensors = sorted((export.get("tensors") or {}).keys())
     for name in extra_tensors:
         tensors[name] = export["tensors"][name]
+    policy: dict[str, Any] = {"distribution": export["distribution"], "weights": ACTOR_FILE,
+                              "networks": networks_spec,
+                              "outputs": {k: list(v) for k, v in export["outputs"].items()}, "tensors": extra_tensors}
+    if export.get("distribution_args"):
+        policy["distribution_args"] = _plain(dict(export["distribution_args"]))
+    if export.get("recurrent") is not None:
+        policy["recurrent"], rec_tensors = _describe_recurrent(export["recurrent"])
+        tensors.update(rec_tensors)
+    version = _file_version(export)
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous().clone() for k, v in tensors.items()}
     with atomic_path(directory / ACTOR_FILE) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": "rlox-actor", "version": str(INFERENCE_VERSION)})
+        save_file(tensors, str(tmp), metadata={"format": "rlox-actor", "version": str(version)})
     if norm is not None:
         with atomic_path(directory / NORMALIZER_FILE) as tmp:
             save_file({"mean": torch.from_numpy(norm["mean"]), "var": torch.from_numpy(norm["var"])}, str(tmp),
                       metadata={"format": "rlox-normalizer", "count": repr(norm["count"])})
     spec = {
-        **dict(head),
+        **dict(head), "version": version,
         "observation_space": _space_spec(obs_space),
         "action_space": _space_spec(act_space),
-        "policy": {"distribution": export["distribution"], "weights": ACTOR_FILE, "networks": networks_spec,
-                   "outputs": {k: list(v) for k, v in export["outputs"].items()}, "tensors": extra_tensors},
+        "policy": policy,
         "observation_normalization": (
             {"enabled": True, "file": NORMALIZER_FILE, "clip": norm["clip"], "epsilon": norm["epsilon"]}
             if norm is not None else {"enabled": False}),

@@ -246,6 +246,13 @@ class _BatchActor:
             raise ValueError(f"{type(agent).__name__} keeps a state between predict calls that cannot be reset per "
                              f"env; evaluate it on one env at a time (n_envs=1)")
 
+    def reset_all(self) -> None:
+        """Forget an implicit ``predict`` state (``reset_state()``) before a run: it may hold
+        another batch size (a previous run on more or fewer envs)."""
+        self.state = None
+        if self.reset_state is not None:
+            self.reset_state()
+
     def episode_start(self, slot: int) -> None:
         self.starts[slot] = True
         if self.reset_state is not None:
@@ -290,6 +297,7 @@ def run_episodes(agent: Any, envs: Sequence[Any], n_episodes: int, deterministic
     if slots < 1:
         raise ValueError("run_episodes needs at least one env")
     act = _BatchActor(agent, deterministic, slots)
+    act.reset_all()
     returns = np.zeros(n, dtype=np.float64)
     lengths = np.zeros(n, dtype=np.int64)
     discrete = [hasattr(env.action_space, "n") for env in envs]

@@ -22,6 +22,20 @@ Multi-agent policies (MAPPO/IPPO) are one ordinary artifact per agent, under
     policy = MultiAgentInferencePolicy.load("runs/spread")
     actions = policy.act({"agent_0": obs0, "agent_1": obs1}, deterministic=True)   # {agent: action}
     one = InferencePolicy.load("runs/spread/agents/agent_0")    # or one agent's policy on its own
+
+Recurrent policies (RecurrentPPO's LSTM, DreamerV3's RSSM) have a ``policy.recurrent`` section
+(file version 2; feed-forward files stay version 1); ``InferencePolicy.load`` gives a
+``RecurrentInferencePolicy``, which keeps the recurrent state of each env of the batch:
+
+    policy = InferencePolicy.load("runs/cartpole-novel")
+    action = policy.act(obs)                  # state carried from call to call, one row per env
+    policy.reset_state()                      # all envs start an episode (or reset_state([i]) / a mask)
+    action, state = policy.predict(obs, state=None, episode_start=starts)   # the explicit form
+
+The LSTM is rebuilt here with torch alone, and so is DreamerV3's acting path (encoder, the
+RSSM's posterior step, the actor): a few dozen lines of torch that mirror
+``rlox.world_models.rssm.RSSM.observe_step`` (tests check that the two agree), so Dreamer
+artifacts deploy without rlox too.
 """
 from __future__ import annotations
 
@@ -34,11 +48,15 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["InferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner", "ArtifactError", "AppendConstant",
-           "ImageInput", "Residual", "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS"]
+__all__ = ["InferencePolicy", "RecurrentInferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner",
+           "ArtifactError", "AppendConstant", "ImageInput", "Residual", "Symlog", "LSTMCore", "RSSMCore",
+           "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS", "RECURRENT_TYPES"]
 
 INFERENCE_FORMAT = "rlox-inference"
-INFERENCE_VERSION = 1
+#: The newest file version this module reads. Version 2 added recurrent policies (the
+#: ``policy.recurrent`` section) and DreamerV3's distributions; the writer marks a file with the
+#: lowest version that reads it, so feed-forward artifacts stay version 1 (older readers load them).
+INFERENCE_VERSION = 2
 INFERENCE_FILE = "inference.yaml"
 ACTOR_FILE = "actor.safetensors"
 NORMALIZER_FILE = "normalizer.safetensors"
@@ -50,7 +68,16 @@ DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "deterministic": ("action",),
     "squashed_deterministic": ("action",),
     "greedy": ("q_values",),
+    # DreamerV3's actor (Hafner et al., 2023, sec. 3): a categorical mixed with ``unimix`` uniform
+    # (``policy.distribution_args.unimix``), and the bounded normal (mean tanh, std in [0.1, 1],
+    # samples clipped to [-1, 1], then scaled to the action bounds) of the raw [mean, std] output.
+    "unimix_categorical": ("logits",),
+    "bounded_normal": ("mean_std",),
 }
+#: Distributions new in version 2 (a file using one is written as version 2).
+VERSION_2_DISTRIBUTIONS = ("unimix_categorical", "bounded_normal")
+#: ``policy.recurrent`` types: torch's LSTM (RecurrentPPO), DreamerV3's RSSM posterior step.
+RECURRENT_TYPES = ("lstm", "rssm")
 
 
 #: gSDE's variance floor, as rlox.policies.ActorCritic uses it.
@@ -127,6 +154,107 @@ class Residual(nn.Module):
         return list(self.body)
 
 
+class Symlog(nn.Module):
+    """``sign(x) * ln(|x| + 1)`` (DreamerV3 eq. 1; the same as ``rlox.world_models.functions.symlog``,
+    restated here so this module needs no rlox code). Layer type ``symlog`` in ``inference.yaml``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sign(x) * torch.log1p(torch.abs(x))
+
+
+# ---------------------------------------------------------------------- recurrent cores
+# A core maps (normalised observations [B, *obs], state, episode starts [B]) to the features the
+# policy's output networks read, and the new state. Its state is a tuple of tensors of
+# ``state_shapes(B)``; zeros (or any state with the start flags set) is a fresh episode. ``commit(pending, policy_action)`` completes the new state once the action is chosen
+# (DreamerV3's RSSM feeds its previous action back; the LSTM does not).
+class LSTMCore(nn.Module):
+    """``policy.recurrent`` type ``lstm``: flattened observation -> torch ``nn.LSTM`` (one step)
+    -> features ``[B, hidden_size]``. State ``(h, c)``, each ``[num_layers, B, hidden_size]``
+    (RecurrentPPO's actor LSTM and ``RecurrentPPO.predict``'s state); tensors
+    ``recurrent.<nn.LSTM parameter name>``."""
+
+    state_names = ("h", "c")
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(int(input_size), int(hidden_size), int(num_layers), bias=bool(bias))
+
+    def state_shapes(self, n: int) -> list[tuple[int, ...]]:
+        shape = (self.lstm.num_layers, int(n), self.lstm.hidden_size)
+        return [shape, shape]
+
+    def features(self, x: torch.Tensor, state: tuple[torch.Tensor, ...], starts: torch.Tensor,
+                 deterministic: bool, generator: torch.Generator) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        B = x.shape[0]
+        keep = (1.0 - starts.to(x.dtype)).view(1, B, 1)     # an episode start forgets the last episode
+        out, (h, c) = self.lstm(x.reshape(1, B, -1), (state[0] * keep, state[1] * keep))
+        return out[0], (h, c)
+
+    def commit(self, pending: tuple[torch.Tensor, ...], policy_action: torch.Tensor | None
+               ) -> tuple[torch.Tensor, ...]:
+        return pending
+
+
+class RSSMCore(nn.Module):
+    """``policy.recurrent`` type ``rssm``: DreamerV3's acting path (Hafner et al., 2023) up to the
+    actor's input. It mirrors ``rlox.world_models.rssm.RSSM.observe_step`` (the posterior step;
+    the prior is not needed to act) and ``NormGRUCell``; ``tests/test_recurrent_artifacts.py``
+    checks that the two agree, random draws included.
+
+    State ``(h [B, deter], z [B, groups, classes] one-hot, previous action [B, action_dim])``
+    (the action in the actor's space: one-hot, or in [-1, 1]). Features ``cat(h, flat(z))``.
+    The networks (named in the section) are ordinary layer lists: ``encoder`` (observation ->
+    embedding, starting with ``symlog``), ``img_in`` (``[z, a]`` -> GRU input), ``gru``
+    (``[x, h]`` -> the 3 x deter gates: Linear and LayerNorm) and ``posterior``
+    (``[h, embedding]`` -> latent logits).
+    """
+
+    state_names = ("h", "z", "prev_action")
+
+    def __init__(self, encoder: nn.Module, img_in: nn.Module, gru: nn.Module, posterior: nn.Module, *,
+                 deter: int, groups: int, classes: int, unimix: float, action_dim: int) -> None:
+        super().__init__()
+        self.encoder, self.img_in, self.gru, self.posterior = encoder, img_in, gru, posterior
+        self.deter, self.groups, self.classes = int(deter), int(groups), int(classes)
+        self.unimix, self.action_dim = float(unimix), int(action_dim)
+
+    def state_shapes(self, n: int) -> list[tuple[int, ...]]:
+        return [(int(n), self.deter), (int(n), self.groups, self.classes), (int(n), self.action_dim)]
+
+    def features(self, x: torch.Tensor, state: tuple[torch.Tensor, ...], starts: torch.Tensor,
+                 deterministic: bool, generator: torch.Generator) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        h, z, prev_action = state
+        keep = (1.0 - starts.float()).unsqueeze(-1)          # is_first: reset h, z and the action
+        h, z, prev_action = h * keep, z * keep.unsqueeze(-1), prev_action * keep
+        embed = self.encoder(x)
+        # h_t = GRU(h_{t-1}, [z_{t-1}, a_{t-1}]): LayerNorm on the gates, update gate biased -1.
+        gru_in = self.img_in(torch.cat([z.flatten(1), prev_action], -1))
+        reset, cand, update = self.gru(torch.cat([gru_in, h], -1)).split(self.deter, -1)
+        reset = torch.sigmoid(reset)
+        cand = torch.tanh(reset * cand)
+        update = torch.sigmoid(update - 1.0)
+        h = update * cand + (1.0 - update) * h
+        # Posterior q(z | h, e): groups x classes categoricals with `unimix` uniform mixed in.
+        raw = self.posterior(torch.cat([h, embed], -1)).float()
+        probs = torch.softmax(raw.view(-1, self.groups, self.classes), -1)
+        if self.unimix > 0:
+            probs = (1.0 - self.unimix) * probs + self.unimix / self.classes
+        if deterministic:
+            idx = probs.argmax(-1)
+        else:   # inverse-CDF draw, one uniform per categorical (as RSSM.sample_probs)
+            u = torch.rand(*probs.shape[:-1], 1, generator=generator, dtype=probs.dtype)
+            cdf = probs.cumsum(-1)
+            idx = (cdf <= u * cdf[..., -1:]).sum(-1).clamp(max=self.classes - 1)
+        # The straight-through form of training (one_hot + p - sg(p)) is kept: it differs from
+        # the plain one-hot in the last bit, and the trained agent feeds that value back.
+        z = torch.nn.functional.one_hot(idx, self.classes).to(probs.dtype) + probs - probs
+        return torch.cat([h, z.flatten(1)], -1), (h, z)
+
+    def commit(self, pending: tuple[torch.Tensor, ...], policy_action: torch.Tensor | None
+               ) -> tuple[torch.Tensor, ...]:
+        return (*pending, policy_action.float())
+
+
 def _ints(layer: Mapping[str, Any], key: str, where: str, default: Any = None, n: int = 2) -> tuple[int, ...]:
     value = layer.get(key, default)
     values = [value] * n if isinstance(value, int) and not isinstance(value, bool) else value
@@ -168,6 +296,8 @@ def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
                             elementwise_affine=bool(layer.get("elementwise_affine", True)))
     if kind == "flatten":
         return nn.Flatten(int(layer.get("start_dim", 1)), int(layer.get("end_dim", -1)))
+    if kind == "symlog":
+        return Symlog()
     if kind == "append_constant":
         values = layer.get("values")
         if not isinstance(values, list) or not values or not all(isinstance(v, (int, float)) for v in values):
@@ -184,7 +314,7 @@ def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
     if kind in simple:
         return simple[kind]()
     raise ArtifactError(f"{where}: unknown layer type {kind!r}; this version rebuilds linear, layer_norm, "
-                        f"flatten, append_constant, conv2d, max_pool2d, image_input, residual and "
+                        f"flatten, append_constant, conv2d, max_pool2d, image_input, residual, symlog and "
                         f"{', '.join(sorted(simple))}")
 
 
@@ -230,6 +360,62 @@ def _read_tensors(path: Path, what: str) -> dict[str, torch.Tensor]:
         raise ArtifactError(f"{str(path)!r} ({what}) is corrupt or not a safetensors file: {first}") from None
 
 
+def _positive_int(section: Mapping[str, Any], key: str, where: str) -> int:
+    value = section.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ArtifactError(f"{where}: the recurrent section needs {key!r} as a positive int, got {value!r}")
+    return value
+
+
+def _build_core(section: Any, networks: Mapping[str, nn.Module], weights: Mapping[str, torch.Tensor],
+                yaml_path: Path, weights_path: Path, spec: Mapping[str, Any]) -> nn.Module:
+    """The recurrent core ``policy.recurrent`` describes (weights copied in), checked against
+    the observation and action spaces."""
+    where = f"{str(yaml_path)!r} policy.recurrent"
+    if not isinstance(section, dict) or section.get("type") not in RECURRENT_TYPES:
+        kind = section.get("type") if isinstance(section, dict) else section
+        raise ArtifactError(f"{where}: type {kind!r} is not one of {list(RECURRENT_TYPES)}")
+    obs_dim = int(np.prod(spec["observation_space"].get("shape") or [1]))
+    act = spec["action_space"]
+    dist = spec["policy"]["distribution"]
+    if section["type"] == "lstm":
+        size = _positive_int(section, "input_size", where)
+        if size != obs_dim:
+            raise ArtifactError(f"{where}: the LSTM reads {size} inputs, the observations have {obs_dim}")
+        core = LSTMCore(size, _positive_int(section, "hidden_size", where),
+                        _positive_int(section, "num_layers", where), bool(section.get("bias", True)))
+        for pname, param in core.lstm.named_parameters():
+            key = f"recurrent.{pname}"
+            if key not in weights:
+                raise ArtifactError(f"{str(weights_path)!r} lacks tensor {key!r} of the LSTM that {INFERENCE_FILE} "
+                                    f"describes; the two files are from different runs or corrupt")
+            if tuple(weights[key].shape) != tuple(param.shape):
+                raise ArtifactError(f"{str(weights_path)!r}: tensor {key!r} has shape {tuple(weights[key].shape)}, "
+                                    f"{INFERENCE_FILE} describes {tuple(param.shape)}")
+            with torch.no_grad():
+                param.copy_(weights[key])
+        return core
+    roles = {}
+    for role in ("encoder", "img_in", "gru", "posterior"):
+        name = section.get(role)
+        if name not in networks:
+            raise ArtifactError(f"{where}: {role!r} must name one of the networks {sorted(networks)}, got {name!r}")
+        roles[role] = networks[name]
+    if dist not in VERSION_2_DISTRIBUTIONS:
+        raise ArtifactError(f"{where}: an rssm feeds its action back and needs distribution "
+                            f"{' or '.join(VERSION_2_DISTRIBUTIONS)}, got {dist!r}")
+    action_dim = _positive_int(section, "action_dim", where)
+    want = int(act.get("n", 0)) if act.get("type") == "discrete" else int(np.prod(act.get("shape") or [1]))
+    if action_dim != want:
+        raise ArtifactError(f"{where}: action_dim {action_dim} does not match the action space ({want})")
+    unimix = section.get("unimix", 0.0)
+    if not isinstance(unimix, (int, float)) or isinstance(unimix, bool) or not 0.0 <= unimix < 1.0:
+        raise ArtifactError(f"{where}: unimix must be a number in [0, 1), got {unimix!r}")
+    return RSSMCore(**roles, deter=_positive_int(section, "deter", where),
+                    groups=_positive_int(section, "groups", where), classes=_positive_int(section, "classes", where),
+                    unimix=float(unimix), action_dim=action_dim)
+
+
 class InferencePolicy:
     """A policy rebuilt from an artifacts folder; ``act`` maps raw observations to env actions.
 
@@ -261,6 +447,7 @@ class InferencePolicy:
             self.action_shape = tuple(int(s) for s in act["shape"])
             self.low = np.asarray(act["low"], dtype=np.float64).reshape(self.action_shape)
             self.high = np.asarray(act["high"], dtype=np.float64).reshape(self.action_shape)
+        self.unimix = float((pol.get("distribution_args") or {}).get("unimix", 0.0))
         self.generator = torch.Generator().manual_seed(int(seed) if seed is not None else
                                                        int.from_bytes(os.urandom(4), "little"))
 
@@ -325,6 +512,21 @@ class InferencePolicy:
             if need not in pol["outputs"] and need not in tensors:
                 raise ArtifactError(f"{str(yaml_path)!r}: distribution {dist!r} needs {need!r} as an output "
                                     f"or a tensor")
+        dist_args = pol.get("distribution_args") or {}
+        unimix = dist_args.get("unimix", 0.0) if isinstance(dist_args, dict) else None
+        if not isinstance(unimix, (int, float)) or isinstance(unimix, bool) or not 0.0 <= unimix < 1.0:
+            raise ArtifactError(f"{str(yaml_path)!r}: policy.distribution_args must be a mapping whose 'unimix' "
+                                f"is a number in [0, 1), got {dist_args!r}")
+        kinds = {"unimix_categorical": "discrete", "bounded_normal": "box"}
+        if dist in kinds and spec["action_space"].get("type") != kinds[dist]:
+            raise ArtifactError(f"{str(yaml_path)!r}: distribution {dist!r} needs a {kinds[dist]} action space, "
+                                f"got {spec['action_space'].get('type')!r}")
+        core = None
+        if pol.get("recurrent") is not None:
+            core = _build_core(pol["recurrent"], networks, weights, yaml_path, weights_path, spec)
+        elif issubclass(cls, RecurrentInferencePolicy):
+            raise ArtifactError(f"{str(yaml_path)!r} describes a feed-forward policy (no policy.recurrent "
+                                f"section); load it with InferencePolicy.load({str(root)!r})")
         log_std = tensors.get("log_std")
         if log_std is not None and log_std.dim() == 2 and "sde_latent" not in pol["outputs"]:
             raise ArtifactError(f"{str(yaml_path)!r}: a 2-D log_std {tuple(log_std.shape)} is gSDE's and needs an "
@@ -345,6 +547,11 @@ class InferencePolicy:
                           "var": stats["var"].double().numpy().reshape(-1),
                           "clip": float(norm_spec.get("clip", math.inf)),
                           "epsilon": float(norm_spec.get("epsilon", 1e-8))}
+        if core is not None:
+            policy = RecurrentInferencePolicy(spec, networks, tensors, normalizer, core=core, directory=root,
+                                              seed=seed)
+            policy.check_networks(yaml_path)
+            return policy
         return cls(spec, networks, tensors, normalizer, directory=root, seed=seed)
 
     # ------------------------------------------------------------------ acting
@@ -395,8 +602,21 @@ class InferencePolicy:
         (``[B]`` ints or ``[B, *action_shape]`` floats, ``[*action_shape]`` for one observation).
         """
         batch, single = self._check_obs(obs)
-        x = torch.from_numpy(self.normalize(batch))
+        actions, _ = self._decide(torch.from_numpy(self.normalize(batch)), deterministic)
+        return self._unbatch(actions, single)
+
+    def _unbatch(self, actions: np.ndarray, single: bool) -> Any:
+        if single:
+            a0 = actions[0]
+            return np.int64(a0) if self.discrete else a0
+        return actions
+
+    def _decide(self, x: torch.Tensor, deterministic: bool) -> tuple[np.ndarray, torch.Tensor | None]:
+        """(env actions, the action in the policy's own space or None) for features ``x``: the
+        normalised observations, or a recurrent core's output. The policy-space action is what
+        DreamerV3's RSSM feeds back (one-hot, or the clipped action in [-1, 1])."""
         dist = self.distribution
+        policy_action = None
         if dist == "categorical":
             logits = self._outputs(x, ("logits",))["logits"]
             if deterministic:
@@ -404,6 +624,30 @@ class InferencePolicy:
             else:
                 a = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator).squeeze(-1)
             actions = a.numpy().astype(np.int64) + self.action_start
+        elif dist == "unimix_categorical":   # as rlox.algorithms.dreamer_v3._Actor
+            out = self._outputs(x, ("logits",))["logits"].float()
+            if self.unimix > 0:
+                out = torch.log((1.0 - self.unimix) * torch.softmax(out, -1) + self.unimix / out.shape[-1])
+            probs = torch.log_softmax(out, -1).exp()
+            a = probs.argmax(-1) if deterministic else \
+                torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+            # straight-through form, as the trained agent feeds it back (see RSSMCore.features)
+            policy_action = torch.nn.functional.one_hot(a, probs.shape[-1]).float() + probs - probs
+            actions = a.numpy().astype(np.int64) + self.action_start
+        elif dist == "bounded_normal":       # as rlox.algorithms.dreamer_v3._Actor
+            mean_raw, std_raw = self._outputs(x, ("mean_std",))["mean_std"].float().chunk(2, -1)
+            mean = torch.tanh(mean_raw)
+            if deterministic:
+                u = mean
+            else:
+                std = (1.0 - 0.1) * torch.sigmoid(std_raw + 2.0) + 0.1
+                u = mean + std * torch.randn(mean.shape, generator=self.generator, dtype=mean.dtype)
+            policy_action = u + (u.clamp(-1.0, 1.0) - u)     # training's straight-through clip, bit for bit
+            a = policy_action.numpy()
+            low, high = self.low.reshape(-1).astype(np.float32), self.high.reshape(-1).astype(np.float32)
+            finite = np.isfinite(low) & np.isfinite(high)     # unbounded dimensions stay in [-1, 1]
+            actions = np.where(finite, low + (a + 1.0) * 0.5 * (high - low), a).astype(np.float32)
+            actions = actions.reshape(-1, *self.action_shape)
         elif dist == "greedy":
             actions = self._outputs(x, ("q_values",))["q_values"].argmax(-1).numpy().astype(np.int64) + self.action_start
         elif dist == "deterministic":
@@ -429,10 +673,7 @@ class InferencePolicy:
             else:  # squashed: tanh into (-1, 1), then the action bounds
                 t = torch.tanh(u).double().numpy().reshape(-1, *self.action_shape)
                 actions = (self.low + 0.5 * (t + 1.0) * (self.high - self.low)).astype(np.float32)
-        if single:
-            a0 = actions[0]
-            return np.int64(a0) if self.discrete else a0
-        return actions
+        return actions, policy_action
 
     def _bounded(self, a: np.ndarray, clip: bool) -> np.ndarray:
         a = a.reshape(-1, *self.action_shape)
@@ -443,6 +684,145 @@ class InferencePolicy:
     def __repr__(self) -> str:
         return (f"InferencePolicy({self.spec.get('algorithm')!r}, env={self.spec.get('env_id')!r}, "
                 f"distribution={self.distribution!r}, normalized={self.normalizer is not None})")
+
+
+class RecurrentInferencePolicy(InferencePolicy):
+    """A recurrent policy (``policy.recurrent`` in ``inference.yaml``: RecurrentPPO's LSTM,
+    DreamerV3's RSSM) rebuilt from an artifacts folder; ``InferencePolicy.load`` returns one.
+
+    Two ways to act:
+
+    * ``act(obs)`` keeps the state itself, one row per env of the batch (one observation is a
+      batch of one). Call ``reset_state()`` when every env starts an episode, ``reset_state([i])``
+      or ``reset_state(mask)`` when some do. The first call after ``reset_state()`` (or after
+      loading) fixes the batch size; a batch of another size is a ValueError until the next
+      ``reset_state()`` (a silent fresh start would hide a mix-up of envs).
+    * ``predict(obs, state, episode_start, deterministic=True)`` -> ``(actions, state)``: the
+      explicit form of sb3-contrib's ``RecurrentPPO.predict`` (and rlox's; their
+      ``deterministic`` defaults to False, this one to True like ``act``); ``state`` is None at
+      the start, then what the previous call returned, a tuple of NumPy arrays (``state_names``):
+      LSTM ``(h, c)`` each ``[num_layers, B, hidden]``; RSSM ``(h [B, deter], z [B, groups,
+      classes], prev_action [B, action_dim])``. ``episode_start [B]`` marks the envs whose
+      observation is the first of an episode (their state is reset).
+
+    Attributes: as ``InferencePolicy``, plus ``core`` (``LSTMCore`` / ``RSSMCore``) and
+    ``state_names``.
+    """
+
+    recurrent = True
+
+    def __init__(self, spec: Mapping[str, Any], networks: Mapping[str, nn.Module],
+                 tensors: Mapping[str, torch.Tensor], normalizer: Mapping[str, Any] | None, *, core: nn.Module,
+                 directory: Path | None = None, seed: int | None = None) -> None:
+        super().__init__(spec, networks, tensors, normalizer, directory=directory, seed=seed)
+        self.core = core.eval()
+        self.state_names = tuple(core.state_names)
+        self._state: tuple[torch.Tensor, ...] | None = None
+        self._starts: torch.Tensor | None = None
+
+    def check_networks(self, yaml_path: Path) -> None:
+        """Run one deterministic step on zeros: networks whose sizes do not fit together are an
+        ``ArtifactError`` at load time instead of a torch error at the first action."""
+        try:
+            with torch.inference_mode():
+                self._step(torch.zeros(1, *self.obs_shape), self._initial(1), torch.ones(1), True)
+        except (RuntimeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ArtifactError(f"{str(yaml_path)!r}: the recurrent core and the networks do not fit together "
+                                f"({first}); the file is corrupt or was edited") from None
+
+    def _initial(self, n: int) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.zeros(shape) for shape in self.core.state_shapes(n))
+
+    def initial_state(self, n: int = 1) -> tuple[np.ndarray, ...]:
+        """The state of ``n`` envs at an episode start (zeros), in ``predict``'s form."""
+        return tuple(t.numpy() for t in self._initial(n))
+
+    def _step(self, x: torch.Tensor, state: tuple[torch.Tensor, ...], starts: torch.Tensor,
+              deterministic: bool) -> tuple[np.ndarray, tuple[torch.Tensor, ...]]:
+        feat, pending = self.core.features(x, state, starts, deterministic, self.generator)
+        actions, policy_action = self._decide(feat, deterministic)
+        return actions, self.core.commit(pending, policy_action)
+
+    @torch.inference_mode()
+    def act(self, obs: Any, deterministic: bool = True) -> Any:
+        """Action(s) for one raw observation ``[*obs]`` or a batch ``[B, *obs]``, carrying each
+        env's recurrent state to the next call (see the class docstring)."""
+        batch, single = self._check_obs(obs)
+        n = batch.shape[0]
+        if self._state is None:
+            self._state, self._starts = self._initial(n), torch.ones(n)
+        held = self._starts.shape[0]
+        if n != held:
+            raise ValueError(f"act got {n} observation(s) but holds the recurrent state of {held} env(s); call "
+                             f"reset_state() to start afresh with another batch size")
+        actions, self._state = self._step(torch.from_numpy(self.normalize(batch)), self._state, self._starts,
+                                          deterministic)
+        self._starts = torch.zeros(n)
+        return self._unbatch(actions, single)
+
+    __call__ = act
+
+    def reset_state(self, envs: Any = None) -> None:
+        """Start new episodes for ``act``: every env (``envs=None``: the state is dropped, and the
+        next call may have any batch size), or some: a boolean mask ``[B]`` or env indices."""
+        if envs is None:
+            self._state = self._starts = None
+            return
+        if self._state is None:       # nothing held: the next act starts every env afresh anyway
+            return
+        n = self._starts.shape[0]
+        arr = np.asarray(envs)
+        if arr.dtype == bool:
+            if arr.shape != (n,):
+                raise ValueError(f"reset_state got a mask of shape {arr.shape}, expected ({n},) (one flag per env)")
+            idx = np.flatnonzero(arr)
+        else:
+            if arr.dtype.kind not in "iu" or arr.ndim > 1:
+                raise TypeError(f"reset_state takes None, a boolean mask [{n}] or env indices, got {envs!r}")
+            idx = arr.reshape(-1)
+            bad = idx[(idx < -n) | (idx >= n)]
+            if bad.size:
+                raise ValueError(f"reset_state: env index {int(bad[0])} is out of range for {n} env(s)")
+        starts = self._starts.clone()      # (act's tensors are inference tensors: no in-place update)
+        starts[torch.as_tensor(idx, dtype=torch.long)] = 1.0
+        self._starts = starts
+
+    @torch.inference_mode()
+    def predict(self, obs: Any, state: Any = None, episode_start: Any = None, deterministic: bool = True
+                ) -> tuple[Any, tuple[np.ndarray, ...]]:
+        """``(actions, new state)`` for ``obs`` (``[*obs]`` or ``[B, *obs]``) seen from ``state``
+        (None: a fresh episode), resetting the envs where ``episode_start`` is true (None: none).
+        Does not touch ``act``'s own state."""
+        batch, single = self._check_obs(obs)
+        n = batch.shape[0]
+        if state is None:
+            tensors = self._initial(n)
+        else:
+            if not isinstance(state, (tuple, list)) or len(state) != len(self.state_names):
+                raise TypeError(f"state must be None or the tuple {self.state_names} predict returned, got "
+                                f"{type(state).__name__}")
+            tensors = []
+            for name, part, want in zip(self.state_names, state, self.core.state_shapes(n)):
+                arr = np.asarray(part.detach().cpu() if isinstance(part, torch.Tensor) else part, dtype=np.float32)
+                if arr.shape != tuple(want):
+                    raise ValueError(f"state {name!r} has shape {arr.shape}, expected {tuple(want)} for {n} "
+                                     f"observation(s)")
+                tensors.append(torch.from_numpy(arr.copy()))
+            tensors = tuple(tensors)
+        if episode_start is None:
+            starts = torch.ones(n) if state is None else torch.zeros(n)
+        else:
+            starts = torch.as_tensor(np.asarray(episode_start, dtype=np.float32).reshape(-1))
+            if starts.shape[0] != n:
+                raise ValueError(f"episode_start has {starts.shape[0]} entries, expected {n} (one per observation)")
+        actions, new = self._step(torch.from_numpy(self.normalize(batch)), tensors, starts, deterministic)
+        return self._unbatch(actions, single), tuple(t.numpy().copy() for t in new)
+
+    def __repr__(self) -> str:
+        return (f"RecurrentInferencePolicy({self.spec.get('algorithm')!r}, env={self.spec.get('env_id')!r}, "
+                f"recurrent={self.spec['policy']['recurrent'].get('type')!r}, distribution={self.distribution!r}, "
+                f"normalized={self.normalizer is not None})")
 
 
 class MultiAgentInferencePolicy:
@@ -587,6 +967,8 @@ class InferenceRunner:
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         obs, _ = self._require_env().reset(seed=seed)
+        if getattr(self.policy, "recurrent", False):   # a new episode: forget the last one's state
+            self.policy.reset_state()
         self.obs = np.asarray(obs)
         self.episode_return, self.episode_length = 0.0, 0
         return self.obs

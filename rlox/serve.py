@@ -106,7 +106,8 @@ def create_app(policy: Any, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max
 
     Raises:
         FileNotFoundError / rlox.inference.ArtifactError: the folder cannot be loaded.
-        ValueError: ``max_body_bytes`` or ``max_batch`` below 1.
+        ValueError: ``max_body_bytes`` or ``max_batch`` below 1, or a recurrent policy (its state
+            per env does not fit independent requests).
     """
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
@@ -120,6 +121,11 @@ def create_app(policy: Any, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max
         raise ValueError(f"max_batch must be an int >= 1, got {max_batch!r}")
     if isinstance(policy, (str, os.PathLike)):
         policy = load_policy(policy)
+    if getattr(policy, "recurrent", False):
+        # One shared state for every client would mix their episodes; a session protocol is not built.
+        raise ValueError(f"{policy!r} is recurrent: it keeps a state per env between calls, and this server "
+                         f"answers independent requests; run it in your control loop with "
+                         f"rlox.inference.InferencePolicy.load(...).act / InferenceRunner instead")
     spec = policy.spec
     multi = bool(getattr(policy, "multi_agent", False))
     if multi:   # MAPPO/IPPO: {"obs": {agent: obs}} -> {"action": {agent: action}}

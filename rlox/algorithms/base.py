@@ -368,11 +368,16 @@ class Algorithm(abc.ABC):
           ``log_std``, actions clipped to the bounds), "squashed_gaussian" (``mean`` and
           ``log_std``; tanh, then scaled to the bounds), "deterministic" (``action``, clipped),
           "squashed_deterministic" (``action`` before its tanh; tanh, then scaled to the
-          bounds) or "greedy" (``q_values``, argmax);
+          bounds), "greedy" (``q_values``, argmax), or DreamerV3's "unimix_categorical"
+          (``logits``) and "bounded_normal" (``mean_std``);
         * ``networks``: name -> ``torch.nn.Sequential`` of ``Linear`` and activation layers;
         * ``outputs``: output name -> list of network names applied in turn to the
           (normalised) observation;
-        * ``tensors`` (optional): name -> tensor, e.g. a state-independent ``log_std``.
+        * ``tensors`` (optional): name -> tensor, e.g. a state-independent ``log_std``;
+        * ``recurrent`` (optional): a recurrent core the outputs read instead of the
+          observation, ``{"type": "lstm", "module": nn.LSTM}`` or ``{"type": "rssm", ...}``
+          (DreamerV3); ``distribution_args`` (optional): e.g. ``{"unimix": 0.01}`` for
+          ``unimix_categorical``. See ``rlox.inference.RecurrentInferencePolicy``.
         """
         return None
 

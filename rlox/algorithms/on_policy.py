@@ -27,8 +27,35 @@ from rlox.optim import adam, set_learning_rate
 from rlox.collectors import RolloutBatch, RolloutCollector
 from rlox.policies import make_policy
 
-__all__ = ["OnPolicyAlgorithm"]
+__all__ = ["OnPolicyAlgorithm", "export_actor"]
 
+
+
+def export_actor(policy: Any, observation_space: Any) -> dict[str, Any] | None:
+    """``Algorithm.export_policy``'s dict for an ``rlox.policies`` actor-critic (its ``actor``
+    ``nn.Sequential`` and, for Gaussian policies, ``log_std``) reading ``observation_space``;
+    None for a policy without an ``actor`` ``nn.Sequential``. RecurrentPPO exports its heads
+    with it (reading the LSTM's features)."""
+    actor = getattr(policy, "actor", None)
+    if not isinstance(actor, torch.nn.Sequential):
+        return None
+    if getattr(policy, "features", None) is None and len(observation_space.shape or ()) > 1:
+        # an MLP policy sees flattened observations (a CNN's first layer takes the images)
+        actor = torch.nn.Sequential(torch.nn.Flatten(), *actor)
+    if getattr(policy, "discrete", False):
+        return {"distribution": "categorical", "networks": {"actor": actor}, "outputs": {"logits": ["actor"]}}
+    log_std = getattr(policy, "log_std", None)
+    if log_std is None:
+        return None
+    if log_std.dim() == 2:  # gSDE: std depends on the actor's last hidden features (the "latent")
+        layers = list(actor)
+        return {"distribution": "gaussian",
+                "networks": {"actor_trunk": torch.nn.Sequential(*layers[:-1]),
+                             "actor_head": torch.nn.Sequential(layers[-1])},
+                "outputs": {"mean": ["actor_trunk", "actor_head"], "sde_latent": ["actor_trunk"]},
+                "tensors": {"log_std": log_std}}
+    return {"distribution": "gaussian", "networks": {"actor": actor}, "outputs": {"mean": ["actor"]},
+            "tensors": {"log_std": log_std}}
 
 
 class OnPolicyAlgorithm(Algorithm):
@@ -141,26 +168,7 @@ class OnPolicyAlgorithm(Algorithm):
     def export_policy(self) -> dict[str, Any] | None:
         """The actor for ``rlox.artifacts`` / ``rlox.inference`` (see ``Algorithm.export_policy``);
         None for a custom policy without an ``actor`` ``nn.Sequential``."""
-        actor = getattr(self.policy, "actor", None)
-        if not isinstance(actor, torch.nn.Sequential):
-            return None
-        if getattr(self.policy, "features", None) is None and len(self.observation_space.shape or ()) > 1:
-            # an MLP policy sees flattened observations (a CNN's first layer takes the images)
-            actor = torch.nn.Sequential(torch.nn.Flatten(), *actor)
-        if getattr(self.policy, "discrete", False):
-            return {"distribution": "categorical", "networks": {"actor": actor}, "outputs": {"logits": ["actor"]}}
-        log_std = getattr(self.policy, "log_std", None)
-        if log_std is None:
-            return None
-        if log_std.dim() == 2:  # gSDE: std depends on the actor's last hidden features (the "latent")
-            layers = list(actor)
-            return {"distribution": "gaussian",
-                    "networks": {"actor_trunk": torch.nn.Sequential(*layers[:-1]),
-                                 "actor_head": torch.nn.Sequential(layers[-1])},
-                    "outputs": {"mean": ["actor_trunk", "actor_head"], "sde_latent": ["actor_trunk"]},
-                    "tensors": {"log_std": log_std}}
-        return {"distribution": "gaussian", "networks": {"actor": actor}, "outputs": {"mean": ["actor"]},
-                "tensors": {"log_std": log_std}}
+        return export_actor(self.policy, self.observation_space)
 
     # ------------------------------------------------------------------ the loop
     def set_learning_rate(self, lr: float) -> None:

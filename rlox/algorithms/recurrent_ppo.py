@@ -27,6 +27,8 @@ Reading order: config -> networks -> collection -> sequences -> update.
   are gathered (the padding mask): padding never reaches the loss or its gradient.
 * update: PPO's clipped loss (``PPOLoss``) on those outputs, global gradient clipping,
   ``target_kl`` early stop, and the on-policy hooks (``rlox.callbacks``).
+* export: ``export_policy`` writes the actor LSTM and head as a recurrent inference artifact
+  (``rlox.inference.RecurrentInferencePolicy`` carries the state; docs/deploy.md).
 
     model = RecurrentPPO("CartPoleNoVel-v1", n_envs=8, n_steps=32, lstm_hidden_size=64)
     model.train(total_timesteps=50_000)
@@ -44,7 +46,7 @@ import torch
 from torch import nn
 
 from rlox.algorithms.base import adam
-from rlox.algorithms.on_policy import OnPolicyAlgorithm
+from rlox.algorithms.on_policy import OnPolicyAlgorithm, export_actor
 from rlox.algorithms.ppo import ppo_epochs
 from rlox.collectors import RolloutBatch
 from rlox.config import RecurrentPPOConfig
@@ -369,6 +371,17 @@ class RecurrentPPO(OnPolicyAlgorithm):
                               self.action_space.high)
         return actions
 
-    def export_policy(self) -> None:
-        """None: the artifact format holds feed-forward actors only (save/load keeps the LSTM)."""
-        return None
+    def export_policy(self) -> dict[str, Any] | None:
+        """The actor for ``rlox.artifacts``: a recurrent ``lstm`` artifact, the actor LSTM
+        (``policy.recurrent``) and the actor head reading its features (the same export as PPO's
+        actor, ``export_actor``). The critic is not exported. ``rlox.inference`` rebuilds it with
+        torch alone and carries ``predict``'s state; None for a custom policy without them."""
+        lstm = getattr(self.policy, "lstm_actor", None)
+        heads = getattr(self.policy, "heads", None)
+        if not isinstance(lstm, nn.LSTM) or heads is None:
+            return None
+        features = gym.spaces.Box(-np.inf, np.inf, (lstm.hidden_size,), np.float32)
+        export = export_actor(heads, features)
+        if export is None:
+            return None
+        return {**export, "recurrent": {"type": "lstm", "module": lstm}}

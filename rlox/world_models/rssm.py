@@ -53,6 +53,10 @@ class Head(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.out(self.trunk(x))
 
+    def inference_layers(self) -> list[nn.Module]:
+        """The layers in order (``rlox.artifacts.describe_network`` unrolls them)."""
+        return [*self.trunk, self.out]
+
 
 class NormGRUCell(nn.Module):
     """GRU cell with LayerNorm on its gates and the update gate biased towards keeping the
@@ -71,6 +75,10 @@ class NormGRUCell(nn.Module):
         cand = torch.tanh(reset * cand)
         update = torch.sigmoid(update - 1.0)
         return update * cand + (1.0 - update) * h
+
+    def inference_layers(self) -> list[nn.Module]:
+        """The gates' layers ``[x, h] -> 3 * size`` (the gating is ``rlox.inference.RSSMCore``'s)."""
+        return [self.linear, self.norm]
 
 
 class RSSMState(NamedTuple):
@@ -202,6 +210,12 @@ class VectorEncoder(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(symlog(obs))
+
+    def inference_layers(self) -> list[nn.Module]:
+        """``symlog`` then the MLP, as layers (``rlox.artifacts.describe_network`` unrolls them)."""
+        from rlox.inference import Symlog
+
+        return [Symlog(), *self.net]
 
 
 class VectorDecoder(nn.Module):
