@@ -206,3 +206,27 @@ def test_grpo_and_dpo_on_cuda():
     d = DPO(llama(), learning_rate=1e-2)
     m = d.train_step({"prompt": [[2, 4]], "chosen": [[3, 3]], "rejected": [[5, 6]]})
     _assert_finite({k: float(v) for k, v in m.items() if isinstance(v, (int, float))})
+
+
+# ---------------------------------------------------------------------- artifacts from a GPU run
+@pytest.mark.parametrize("name, env_id", [("ppo", "Pendulum-v1"), ("sac", "Pendulum-v1"), ("dqn", "CartPole-v1"),
+                                          ("recurrent_ppo", "CartPoleNoVel-v1")])
+def test_inference_artifacts_of_a_gpu_run_act_on_the_cpu(name, env_id, tmp_path):
+    from rlox.artifacts import export_inference
+    from rlox.inference import InferencePolicy
+    from rlox.plugins import ALGORITHM_REGISTRY
+
+    cls = ALGORITHM_REGISTRY.get(name)
+    kw = (dict(hidden=16, batch_size=32, learning_starts=50, buffer_size=2_000) if name in ("sac", "dqn")
+          else dict(n_envs=2, n_steps=32, batch_size=16, n_epochs=2))
+    algo = cls(env_id, seed=0, device=DEVICE, **kw)
+    algo.train(total_timesteps=256)
+    export_inference(algo, tmp_path)
+    policy = InferencePolicy.load(tmp_path)
+    obs = np.stack([algo.observation_space.sample() for _ in range(3)])
+    if name == "recurrent_ppo":
+        expected, _ = algo.predict(obs, deterministic=True)
+    else:
+        expected = algo.predict(obs, deterministic=True)
+    np.testing.assert_allclose(np.asarray(policy.act(obs, deterministic=True)), np.asarray(expected),
+                               rtol=1e-4, atol=1e-4)
