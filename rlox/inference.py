@@ -347,6 +347,19 @@ def _read_yaml(path: Path, multi_agent: bool = False) -> dict[str, Any]:
     return data
 
 
+def _load_param(param: nn.Parameter, weights: Mapping[str, torch.Tensor], key: str, weights_path: Path,
+                what: str = "") -> None:
+    """Copy ``weights[key]`` into ``param``, or an ArtifactError naming the file and the tensor."""
+    if key not in weights:
+        raise ArtifactError(f"{str(weights_path)!r} lacks tensor {key!r} {what}that {INFERENCE_FILE} describes; "
+                            f"the two files are from different runs or corrupt")
+    if tuple(weights[key].shape) != tuple(param.shape):
+        raise ArtifactError(f"{str(weights_path)!r}: tensor {key!r} has shape {tuple(weights[key].shape)}, "
+                            f"{INFERENCE_FILE} describes {tuple(param.shape)}")
+    with torch.no_grad():
+        param.copy_(weights[key])
+
+
 def _read_tensors(path: Path, what: str) -> dict[str, torch.Tensor]:
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -385,15 +398,7 @@ def _build_core(section: Any, networks: Mapping[str, nn.Module], weights: Mappin
         core = LSTMCore(size, _positive_int(section, "hidden_size", where),
                         _positive_int(section, "num_layers", where), bool(section.get("bias", True)))
         for pname, param in core.lstm.named_parameters():
-            key = f"recurrent.{pname}"
-            if key not in weights:
-                raise ArtifactError(f"{str(weights_path)!r} lacks tensor {key!r} of the LSTM that {INFERENCE_FILE} "
-                                    f"describes; the two files are from different runs or corrupt")
-            if tuple(weights[key].shape) != tuple(param.shape):
-                raise ArtifactError(f"{str(weights_path)!r}: tensor {key!r} has shape {tuple(weights[key].shape)}, "
-                                    f"{INFERENCE_FILE} describes {tuple(param.shape)}")
-            with torch.no_grad():
-                param.copy_(weights[key])
+            _load_param(param, weights, f"recurrent.{pname}", weights_path, "of the LSTM ")
         return core
     roles = {}
     for role in ("encoder", "img_in", "gru", "posterior"):
@@ -488,15 +493,7 @@ class InferencePolicy:
             for i, m in enumerate(modules):
                 for pname, param in m.named_parameters():
                     key = f"{name}.{i}.{pname}"
-                    if key not in weights:
-                        raise ArtifactError(f"{str(weights_path)!r} lacks tensor {key!r} that {INFERENCE_FILE} "
-                                            f"describes; the two files are from different runs or corrupt")
-                    if tuple(weights[key].shape) != tuple(param.shape):
-                        raise ArtifactError(f"{str(weights_path)!r}: tensor {key!r} has shape "
-                                            f"{tuple(weights[key].shape)}, {INFERENCE_FILE} describes "
-                                            f"{tuple(param.shape)}")
-                    with torch.no_grad():
-                        param.copy_(weights[key])
+                    _load_param(param, weights, key, weights_path)
                     used.add(key)
             networks[name] = net
         tensors = {}
