@@ -16,7 +16,8 @@ three files with torch alone (no rlox training code). ``inference.yaml`` holds n
 hyperparameters (learning rate, discount, ...); those are in ``training.yaml``.
 
 Recurrent policies (RecurrentPPO's LSTM, DreamerV3's RSSM) add a ``policy.recurrent`` section
-and are written as file version 2; feed-forward ones stay version 1 (see docs/deploy.md).
+and are written as file version 2; feed-forward ones stay version 1; DreamerV3 on images (its
+encoder's ``group_norm`` and ``rescale`` layers) is version 3 (see docs/deploy.md).
 
 ``TrainingArtifacts`` is an ``EvalCallback``: it evaluates on a separate env every
 ``eval_freq`` env steps (default: 20 evaluations over the run, and always at its end), and
@@ -39,7 +40,7 @@ from rlox.checkpointing import atomic_path, atomic_write_text
 from rlox.logging import algo_env_label, run_metadata
 from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, NORMALIZER_FILE,
                             RECURRENT_TYPES, VERSION_2_DISTRIBUTIONS, AppendConstant, ArtifactError, ImageInput,
-                            Symlog)
+                            Rescale, Symlog)
 
 __all__ = ["TrainingArtifacts", "describe_network", "export_inference", "LEARN_PHASES",
            "EVALUATIONS_FILE", "TIMINGS_FILE", "TRAINING_FILE"]
@@ -70,8 +71,8 @@ def _flat_layers(module: nn.Module) -> list[nn.Module]:
 def describe_network(name: str, module: nn.Module) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor]]:
     """(layer list for ``inference.yaml``, tensors keyed ``<name>.<i>.<param>``) of a
     ``nn.Sequential`` of Linear / LayerNorm / Flatten / activation layers, and of CNNs
-    (Conv2d, MaxPool2d, ``rlox.inference.ImageInput``, residual blocks: modules with a
-    ``residual_body()`` method, described as ``x + body(x)``).
+    (Conv2d, MaxPool2d, GroupNorm, ``rlox.inference.ImageInput`` and ``Rescale``, residual
+    blocks: modules with a ``residual_body()`` method, described as ``x + body(x)``).
 
     Raises:
         ArtifactError: a layer type ``rlox.inference`` cannot rebuild.
@@ -112,7 +113,18 @@ def _describe_layers(name: str, prefix: str, modules: list[nn.Module]
                            "stride": _pair(m.stride), "padding": _pair(m.padding),
                            "dilation": _pair(m.dilation), "ceil_mode": bool(m.ceil_mode)})
         elif isinstance(m, ImageInput):
-            layers.append({"type": "image_input", "obs_shape": list(m.obs_shape), "layout": m.layout})
+            layer = {"type": "image_input", "obs_shape": list(m.obs_shape), "layout": m.layout}
+            if not m.scale:           # (written only when off: CNN files stay as they were, version 1)
+                layer["scale"] = False
+            layers.append(layer)
+        elif isinstance(m, Rescale):
+            layers.append({"type": "rescale", "divisor": m.divisor, "offset": m.offset})
+        elif isinstance(m, nn.GroupNorm):
+            layers.append({"type": "group_norm", "num_groups": m.num_groups, "num_channels": m.num_channels,
+                           "eps": m.eps, "affine": m.affine})
+            if m.affine:
+                tensors[f"{key}.weight"] = m.weight
+                tensors[f"{key}.bias"] = m.bias
         elif callable(getattr(m, "residual_body", None)):
             sub_layers, sub_tensors = _describe_layers(name, f"{key}.body", list(m.residual_body()))
             layers.append({"type": "residual", "layers": sub_layers})
@@ -144,7 +156,8 @@ def _describe_layers(name: str, prefix: str, modules: list[nn.Module]
         else:
             raise ArtifactError(f"network {name!r} layer {key.split('.', 1)[1]} is a {type(m).__name__}, which "
                                 f"inference artifacts cannot describe; supported: Linear, Conv2d, MaxPool2d, "
-                                f"LayerNorm, Flatten, AppendConstant, ImageInput, Symlog, residual blocks and "
+                                f"LayerNorm, GroupNorm, Flatten, AppendConstant, ImageInput, Rescale, Symlog, "
+                                f"residual blocks and "
                                 f"{', '.join(sorted(t.__name__ for t in _ACTIVATIONS))}")
     return layers, tensors
 
@@ -213,11 +226,25 @@ def _check_export(export: Mapping[str, Any], owner: str) -> None:
                                     f"{[rec.get(r) for r in missing]} (networks {sorted(networks)})")
 
 
+def _all_layers(module: nn.Module) -> list[nn.Module]:
+    """``_flat_layers`` with the bodies of residual blocks unrolled too."""
+    out = []
+    for m in _flat_layers(module):
+        body = getattr(m, "residual_body", None)
+        out += [m, *(x for sub in body() for x in _all_layers(sub))] if callable(body) else [m]
+    return out
+
+
 def _file_version(export: Mapping[str, Any]) -> int:
-    """The lowest ``inference.yaml`` version that reads ``export``: 2 for a recurrent policy or
-    a distribution new in version 2, else 1 (so older readers keep loading feed-forward files)."""
+    """The lowest ``inference.yaml`` version that reads ``export``: 3 when a network holds a
+    layer new in version 3 (GroupNorm, Rescale, ImageInput without scaling: DreamerV3's image
+    encoder), 2 for a recurrent policy or a distribution new in version 2, else 1 (so older
+    readers keep loading the files they can read)."""
     if "agents" in export:
         return max(_file_version(sub) for sub in export["agents"].values())
+    if any(isinstance(m, (nn.GroupNorm, Rescale)) or (isinstance(m, ImageInput) and not m.scale)
+           for net in export["networks"].values() for m in _all_layers(net)):
+        return 3
     return 2 if export.get("recurrent") is not None or export["distribution"] in VERSION_2_DISTRIBUTIONS else 1
 
 

@@ -274,28 +274,29 @@ class DreamerV3(Algorithm):
         self._pred_state = (state, prev_action, is_first)
 
     def export_policy(self) -> dict[str, Any] | None:
-        """The acting path for ``rlox.artifacts``: a recurrent ``rssm`` artifact holding the
-        encoder, the RSSM's posterior step (GRU input layer, LayerNorm GRU gates, posterior
-        head) and the actor (``unimix_categorical`` or ``bounded_normal``, as ``_Actor``).
-        ``rlox.inference`` rebuilds it with torch alone (``RSSMCore``). Decoder, reward,
-        continue, prior and critics are not exported.
+        """The acting path as a recurrent (``rssm``) inference artifact holding the encoder, the
+        RSSM's posterior step (GRU input layer, LayerNorm GRU gates, posterior head) and the
+        actor (``unimix_categorical`` or ``bounded_normal``, as ``_Actor``). ``rlox.inference``
+        rebuilds it with torch alone (``RSSMCore``). Decoder, reward, continue, prior and
+        critics are not exported.
 
-        Raises:
-            ArtifactError: image observations (the convolutional encoder's GroupNorm and pixel
-                scaling are not in the artifact format yet).
+        Image observations: the encoder network starts with an ``ImageInput`` (``scale=False``)
+        for the env's layout (channel-first or channel-last frames, as the env gives them and
+        ``predict`` takes them), then ``ConvEncoder.inference_layers()`` (file version 3).
         """
-        if self.image:
-            from rlox.inference import ArtifactError
-
-            raise ArtifactError(f"DreamerV3 exports vector-observation policies only; {env_label(self.env_id)} has "
-                                f"image observations {tuple(self._obs_space.shape)} (the convolutional encoder is "
-                                f"not in the artifact format); pass inference_artifacts=False to TrainingArtifacts "
-                                f"and keep the checkpoint (save/load) instead")
         wm = self.world_model
         rssm: RSSM = wm["rssm"]
+        encoder = wm["encoder"]
+        if self.image:
+            from rlox.inference import ImageInput
+
+            # The frames as the env gives them -> channel-first raw pixels (as _obs_tensor),
+            # then the encoder's own scaling to [-0.5, 0.5].
+            encoder = nn.Sequential(ImageInput(self._obs_space.shape, "hwc" if self.channels_last else "chw",
+                                               scale=False), encoder)
         export: dict[str, Any] = {
             "distribution": "unimix_categorical" if self.discrete else "bounded_normal",
-            "networks": {"encoder": wm["encoder"], "rssm_img_in": rssm.img_in, "rssm_gru": rssm.gru,
+            "networks": {"encoder": encoder, "rssm_img_in": rssm.img_in, "rssm_gru": rssm.gru,
                          "rssm_posterior": rssm.post_net, "actor": self.actor.net},
             "outputs": {"logits" if self.discrete else "mean_std": ["actor"]},
             "recurrent": {"type": "rssm", "encoder": "encoder", "img_in": "rssm_img_in", "gru": "rssm_gru",

@@ -265,6 +265,14 @@ class ConvEncoder(nn.Module):
         x = obs.reshape(-1, *obs.shape[-3:]).float() / 255.0 - 0.5
         return self.net(x).reshape(*lead, -1)
 
+    def inference_layers(self) -> list[nn.Module]:
+        """The pixel scaling, the conv stages and the flattening, as layers on ``[B, C, H, W]``
+        (``rlox.artifacts.describe_network`` unrolls them; DreamerV3's export puts an
+        ``ImageInput`` for the env's layout in front)."""
+        from rlox.inference import Rescale
+
+        return [Rescale(255.0, -0.5), *self.net, nn.Flatten()]
+
 
 class ConvDecoder(nn.Module):
     """``feat`` -> image ``[B, C, H, W]`` in [-0.5, 0.5] (transposed convolutions mirroring
