@@ -457,6 +457,11 @@ def _build_core(section: Any, networks: Mapping[str, nn.Module], weights: Mappin
         if name not in networks:
             raise ArtifactError(f"{where}: {role!r} must name one of the networks {sorted(networks)}, got {name!r}")
         roles[role] = networks[name]
+    first = next(iter(roles["encoder"]), None)
+    obs_shape = tuple(int(s) for s in spec["observation_space"].get("shape") or ())
+    if isinstance(first, ImageInput) and first.obs_shape != obs_shape:
+        raise ArtifactError(f"{where}: the encoder's image_input reads frames of shape {first.obs_shape}, the "
+                            f"observation space has {obs_shape}")
     if dist not in VERSION_2_DISTRIBUTIONS:
         raise ArtifactError(f"{where}: an rssm feeds its action back and needs distribution "
                             f"{' or '.join(VERSION_2_DISTRIBUTIONS)}, got {dist!r}")

@@ -196,6 +196,8 @@ def test_cnn_policies_export_inference_artifacts(tmp_path, algo, env, kw):
     layers = next(iter(spec["policy"]["networks"].values()))
     kinds = [layer["type"] for layer in layers]
     assert kinds[0] == "image_input" and "conv2d" in kinds
+    # CNN policies scale in their image_input (no 'scale: false', DreamerV3's): still version 1.
+    assert spec["version"] == 1 and "scale" not in layers[0]
     if kw.get("features_extractor") == "impala":
         assert kinds.count("residual") == 6 and kinds.count("max_pool2d") == 3
     policy = InferencePolicy.load(tmp_path)

@@ -19,7 +19,8 @@ from rlox.algorithms.ppo import PPO
 from rlox.algorithms.recurrent_ppo import RecurrentPPO
 from rlox.artifacts import export_inference
 from rlox.evaluation import evaluate_policy
-from rlox.inference import ArtifactError, InferencePolicy, InferenceRunner, RecurrentInferencePolicy
+from rlox.inference import (INFERENCE_VERSION, ArtifactError, InferencePolicy, InferenceRunner,
+                            RecurrentInferencePolicy)
 from rlox.plugins import ENV_REGISTRY
 
 RPPO = {"n_envs": 4, "n_steps": 32, "lstm_hidden_size": 16, "batch_size": 64, "n_epochs": 2}
@@ -129,6 +130,7 @@ def test_file_format_and_versions(trained, tmp_path):
                                            "bias": True}
     assert spec["policy"]["outputs"] == {"logits": ["actor"]}
     spec = yaml.safe_load((trained["rssm"][1] / "inference.yaml").read_text())
+    assert spec["version"] == 2                      # (DreamerV3 on images: 3, test_dreamer_image_artifacts.py)
     assert spec["policy"]["distribution"] == "bounded_normal"
     assert spec["policy"]["recurrent"] == {"type": "rssm", "encoder": "encoder", "img_in": "rssm_img_in",
                                            "gru": "rssm_gru", "posterior": "rssm_posterior", "deter": 128,
@@ -292,9 +294,9 @@ def test_broken_files_are_named(trained, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"actor\.safetensors' \(policy weights\) is missing"):
         InferencePolicy.load(d)
     spec = yaml.safe_load(yaml.safe_dump(good))
-    spec["version"] = 3
+    spec["version"] = INFERENCE_VERSION + 1
     (d / "inference.yaml").write_text(yaml.safe_dump(spec))
-    with pytest.raises(ArtifactError, match="has version 3, newer than this reader"):
+    with pytest.raises(ArtifactError, match=f"has version {INFERENCE_VERSION + 1}, newer than this reader"):
         InferencePolicy.load(d)
 
 
@@ -337,21 +339,3 @@ def test_training_artifacts_write_a_recurrent_policy(tmp_path, algo, env, config
     res = evaluate_policy(policy, env, n_episodes=2, seed=0, n_envs=2)
     assert res["mean_reward"] == pytest.approx(spec["best"]["mean_reward"], rel=1e-6)
 
-
-def test_dreamer_on_images_says_it_cannot_export(tmp_path):
-    import gymnasium as gym
-    from gymnasium import spaces
-
-    class Frames(gym.Env):
-        observation_space = spaces.Box(0, 255, (3, 16, 16), np.uint8)
-        action_space = spaces.Discrete(2)
-
-        def reset(self, *, seed=None, options=None):
-            return np.zeros((3, 16, 16), np.uint8), {}
-
-        def step(self, action):
-            return np.zeros((3, 16, 16), np.uint8), 0.0, False, False, {}
-
-    algo = DreamerV3(Frames(), seed=0, size="XS", cnn_depth=4)
-    with pytest.raises(ArtifactError, match=r"vector-observation policies only; .* image observations \(3, 16, 16\)"):
-        export_inference(algo, tmp_path)
