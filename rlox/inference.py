@@ -136,6 +136,9 @@ class ImageInput(nn.Module):
     def channels_last(self) -> bool:
         return self.layout == "hwc"
 
+    def extra_repr(self) -> str:
+        return f"obs_shape={self.obs_shape}, layout={self.layout!r}" + ("" if self.scale else ", scale=False")
+
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.float().reshape(-1, *self.obs_shape)     # (flat [B, C*H*W] rows from a replay buffer too)
         if self.layout == "hw":
@@ -164,6 +167,9 @@ class Rescale(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x.float() / self.divisor + self.offset
+
+    def extra_repr(self) -> str:
+        return f"divisor={self.divisor}, offset={self.offset}"
 
 
 class Residual(nn.Module):
