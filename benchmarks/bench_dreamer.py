@@ -81,7 +81,8 @@ def run_rlox(seed: int, steps: int, eval_every: int, config: dict, n_episodes: i
         trainer.train(total_timesteps=chunk)
         train_time += time.perf_counter() - t
         done += chunk
-        run["curve"].append((done, evaluate(trainer.algo, n_episodes), train_time))
+        # (steps, return, train wall, load average at the evaluation)
+        run["curve"].append((done, evaluate(trainer.algo, n_episodes), train_time, os.getloadavg()[0]))
         run["wall"] = time.perf_counter() - t0
         print(f"  seed {seed}: {done} steps, return {run['curve'][-1][1]:.1f}, train {train_time:.0f} s, "
               f"{trainer.algo.updates} updates", flush=True)
@@ -123,7 +124,7 @@ def run_sheeprl(py: Path, seed: int, steps: int, eval_every: int, config: dict, 
         for line in proc.stdout:
             if line.startswith("EVAL "):
                 point = json.loads(line[5:])
-                run["curve"].append((point["steps"], point["return"], point["train_wall"]))
+                run["curve"].append((point["steps"], point["return"], point["train_wall"], os.getloadavg()[0]))
                 run["updates"], run["wall"] = point["updates"], time.perf_counter() - t0
                 print(f"  sheeprl seed {seed}: {point['steps']} steps, return {point['return']:.1f}, "
                       f"train {point['train_wall']:.0f} s, {point['updates']} updates", flush=True)
@@ -173,6 +174,11 @@ def compare_updates(args) -> None:
                    f"{args.time_updates} updates a round, 1 torch thread, load average {load:.1f} on "
                    f"{os.cpu_count()} cores")
     table.finish()
+
+
+def _loads(points: dict) -> str:
+    """The load averages saved with curve points (runs saved before they were kept have none)."""
+    return str([round(p[3], 1) if len(p) > 3 else "not kept" for p in points.values()])
 
 
 def _parse_set(items: list[str]) -> dict:
@@ -250,8 +256,8 @@ def main() -> None:
         ours, peers = entry["runs"], [r for r in entry["peer_runs"] if r["curve"]]
         budgets = sorted({p[0] for r in ours + peers for p in r["curve"]})
         for steps in budgets:
-            mine = {r["seed"]: p for r in ours for p in r["curve"] if p[0] == steps}
-            theirs = {r["seed"]: p for r in peers for p in r["curve"] if p[0] == steps}
+            mine = dict(sorted((r["seed"], p) for r in ours for p in r["curve"] if p[0] == steps))
+            theirs = dict(sorted((r["seed"], p) for r in peers for p in r["curve"] if p[0] == steps))
             if not mine:
                 continue
             note = (f"rlox seed(s) {sorted(mine)}: {[round(p[1], 1) for p in mine.values()]}, train wall "
@@ -265,8 +271,8 @@ def main() -> None:
             if theirs:
                 table.add(f"Train wall to {steps} steps ({label})", rlox=float(np.mean([p[2] for p in mine.values()])),
                           peer=float(np.mean([p[2] for p in theirs.values()])), peer_name=peer_name, goal=1.0,
-                          note=f"1 torch thread each, run one after the other; load average {os.getloadavg()[0]:.1f} "
-                               f"on {os.cpu_count()} cores at writing")
+                          note=f"1 torch thread each; load average at the evaluation: rlox {_loads(mine)}, "
+                               f"sheeprl {_loads(theirs)} ({os.cpu_count()} cores)")
         new_cases = {r.case for r in table.rows}
         # --keep: the rows of earlier runs with other settings stay in the table, before these.
         old = [Row(r["case"], r["rlox"], r["peer"], r["peer_name"], r["goal"], r["unit"], r["note"])
