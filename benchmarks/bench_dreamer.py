@@ -72,7 +72,9 @@ def evaluate(algo, n_episodes: int = 10, seed: int = 10_000) -> float:
 def run_rlox(seed: int, steps: int, eval_every: int, config: dict, n_episodes: int, on_eval=None) -> dict:
     from rlox import Trainer
 
-    trainer = Trainer("dreamer", env="Pendulum-v1", seed=seed, config=config)
+    # preset=False: the run's config is the defaults plus ``config`` (what the table's label and
+    # the sheeprl job say), not the Pendulum preset under it.
+    trainer = Trainer("dreamer", env="Pendulum-v1", seed=seed, config=config, preset=False)
     run = {"seed": seed, "curve": [], "wall": 0.0}
     t0, done, train_time = time.perf_counter(), 0, 0.0
     while done < steps:
