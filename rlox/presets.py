@@ -376,7 +376,7 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     # (1.8k updates in 20k steps, ~25-35 min on one CPU core instead of ~3 h), with DreamerV2's
     # DMC learning rates (model 3e-4, actor and critic 8e-5) for the fewer updates: -112 and -111
     # at 20k steps (seeds 0 and 1, 10 deterministic episodes each; sheeprl 0.8.4's DreamerV3 at
-    # the same settings: -160 on seed 0).
+    # the same settings: -160 and -115).
     ("dreamer", "Pendulum-v1"): {"train_ratio": 96.0, "model_lr": 3e-4, "actor_lr": 8e-5, "critic_lr": 8e-5},
 }
 
