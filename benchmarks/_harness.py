@@ -75,6 +75,8 @@ class Row:
     def ratio(self) -> float | None:
         if self.peer is None or self.peer == 0 or self.rlox == 0:
             return None
+        if self.unit != "time" and self.rlox < 0 and self.peer < 0:
+            return self.peer / self.rlox         # negative returns (costs): |peer| / |rlox|, > 1 when rlox is better
         return self.peer / self.rlox if self.unit == "time" else self.rlox / self.peer
 
     @property
@@ -137,3 +139,27 @@ class Table:
 
 def header(title: str) -> None:
     print(f"\n== {title} ==", flush=True)
+
+
+def venv_python(venv: Path, packages: list[str], check: str) -> tuple[Path | None, str]:
+    """The python of a peer's own venv at ``venv`` (for peers whose pins clash with ours), created
+    on first use with ``pip install packages`` (under the repo's ``constraints.txt``) and reused
+    while ``python -c check`` runs. Returns (python, "") or (None, why it could not be built)."""
+    import subprocess
+    import sys
+
+    py = venv / "bin" / "python"
+    if py.exists() and subprocess.run([str(py), "-c", check], capture_output=True).returncode == 0:
+        return py, ""
+    print(f"creating {venv} ({' '.join(packages)}) ...", flush=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    base = getattr(sys, "_base_executable", sys.executable)
+    constraints = Path(__file__).resolve().parent.parent / "constraints.txt"
+    for cmd in ([base, "-m", "venv", str(venv)],
+                [str(py), "-m", "pip", "install", "-q", *packages, "-c", str(constraints)],
+                [str(py), "-c", check]):
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+            return None, f"`{' '.join(cmd[-3:])}` failed: {tail[0][:200]}"
+    return py, ""

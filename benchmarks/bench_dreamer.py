@@ -12,11 +12,20 @@ same timing in alternating subprocesses with ``PYTHONPATH=DIR`` (another rlox ch
 the commit before a change) and with this checkout, ``--rounds`` times each, and writes the
 ratio to ``results/dreamer_update.md``.
 
-The peer, sheeprl's DreamerV3, pins its own lightning/hydra/gymnasium versions, so it must run
-from a venv of its own; this script runs it only where ``sheeprl`` imports (it says so in the
-table otherwise).
+The peer, sheeprl's DreamerV3 (``sheeprl==0.8.4``), pins its own lightning/hydra/opencv
+versions, so it runs in a venv this script creates on first use under
+``benchmarks/.cache/sheeprl-venv`` (git-ignored; torch 2.13.0 CPU, under ``constraints.txt``), one
+subprocess per run (``_sheeprl_worker.py``): the same env steps, model size (rlox's ``--size``
+preset), batch, sequence length, train ratio (as sheeprl's ``replay_ratio`` = gradient steps per
+env step), learning rates and evaluation (the episodes of ``evaluate`` below). Per seed it runs
+sheeprl, then rlox, so both see the same machine load. ``--no-peer`` skips it; where the venv
+cannot be built the table says why. The return rows put sheeprl's return beside rlox's (ratio of
+costs, |sheeprl| / |rlox|, when both are negative); the wall rows compare the train wall time to
+the budget (ratio: sheeprl / rlox, > 1 when rlox is faster).
 
     .venv/bin/python benchmarks/bench_dreamer.py --steps 20000 --seeds 1 [--train-ratio 512] [--size XS]
+    .venv/bin/python benchmarks/bench_dreamer.py --keep --first-seed 1 --only peer --train-ratio 96 \
+        --set model_lr=3e-4 --set actor_lr=8e-5 --set critic_lr=8e-5         # sheeprl seed 1 only
     .venv/bin/python benchmarks/bench_dreamer.py --time-updates 5 --compare-with /path/to/old/checkout
     RLOX_BENCH_QUICK=1 .venv/bin/python benchmarks/bench_dreamer.py     # 5k steps, train_ratio 64
 """
@@ -28,6 +37,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +45,11 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import QUICK, RESULTS, Row, Table, header  # noqa: E402
+from _harness import QUICK, RESULTS, Row, Table, header, venv_python  # noqa: E402
+
+SHEEPRL = "sheeprl==0.8.4"
+SHEEPRL_VENV = Path(__file__).resolve().parent / ".cache" / "sheeprl-venv"
+SHEEPRL_WORKER = Path(__file__).resolve().parent / "_sheeprl_worker.py"
 
 
 def evaluate(algo, n_episodes: int = 10, seed: int = 10_000) -> float:
@@ -58,7 +72,9 @@ def evaluate(algo, n_episodes: int = 10, seed: int = 10_000) -> float:
 def run_rlox(seed: int, steps: int, eval_every: int, config: dict, n_episodes: int, on_eval=None) -> dict:
     from rlox import Trainer
 
-    trainer = Trainer("dreamer", env="Pendulum-v1", seed=seed, config=config)
+    # preset=False: the run's config is the defaults plus ``config`` (what the table's label and
+    # the sheeprl job say), not the Pendulum preset under it.
+    trainer = Trainer("dreamer", env="Pendulum-v1", seed=seed, config=config, preset=False)
     run = {"seed": seed, "curve": [], "wall": 0.0}
     t0, done, train_time = time.perf_counter(), 0, 0.0
     while done < steps:
@@ -67,12 +83,61 @@ def run_rlox(seed: int, steps: int, eval_every: int, config: dict, n_episodes: i
         trainer.train(total_timesteps=chunk)
         train_time += time.perf_counter() - t
         done += chunk
-        run["curve"].append((done, evaluate(trainer.algo, n_episodes), train_time))
+        # (steps, return, train wall, load average at the evaluation)
+        run["curve"].append((done, evaluate(trainer.algo, n_episodes), train_time, os.getloadavg()[0]))
         run["wall"] = time.perf_counter() - t0
         print(f"  seed {seed}: {done} steps, return {run['curve'][-1][1]:.1f}, train {train_time:.0f} s, "
               f"{trainer.algo.updates} updates", flush=True)
         if on_eval is not None:
             on_eval(run)
+    return run
+
+
+def sheeprl_job(seed: int, steps: int, eval_every: int, config: dict, n_episodes: int) -> dict:
+    """The worker's job: rlox's config (its size preset resolved) in the terms of sheeprl's."""
+    from rlox.algorithms.dreamer_v3 import MODEL_SIZES
+    from rlox.config import DreamerV3Config
+
+    cfg = DreamerV3Config(**config)
+    given = (cfg.deter, cfg.hidden, cfg.layers, cfg.groups, cfg.classes)
+    deter, hidden, layers, groups, classes = (g if g is not None else b for g, b in zip(given, MODEL_SIZES[cfg.size]))
+    if cfg.n_envs != 1:
+        raise SystemExit(f"the sheeprl peer runs 1 env; got n_envs={cfg.n_envs} (drop it or pass --no-peer)")
+    return dict(env="Pendulum-v1", seed=seed, steps=steps, eval_every=eval_every, eval_episodes=n_episodes,
+                deter=deter, hidden=hidden, layers=layers, groups=groups, classes=classes,
+                batch_size=cfg.batch_size, batch_length=cfg.batch_length, train_ratio=cfg.train_ratio,
+                learning_starts=cfg.learning_starts, model_lr=cfg.model_lr, actor_lr=cfg.actor_lr,
+                critic_lr=cfg.critic_lr)
+
+
+def run_sheeprl(py: Path, seed: int, steps: int, eval_every: int, config: dict, n_episodes: int,
+                on_eval=None) -> dict:
+    """One sheeprl run in its venv (``_sheeprl_worker.py``): its curve as rlox's (steps, return,
+    train wall), read from the worker's ``EVAL`` lines as they come; its log goes to
+    ``benchmarks/.cache/sheeprl_seed<seed>.log``."""
+    job = sheeprl_job(seed, steps, eval_every, config, n_episodes)
+    log = SHEEPRL_VENV.parent / f"sheeprl_seed{seed}.log"
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    run = {"seed": seed, "curve": [], "wall": 0.0, "updates": 0}
+    t0 = time.perf_counter()
+    with open(log, "w") as err, tempfile.TemporaryDirectory(prefix="rlox-sheeprl-") as tmp:
+        proc = subprocess.Popen([str(py), str(SHEEPRL_WORKER), json.dumps(job)], stdout=subprocess.PIPE,
+                                stderr=err, text=True, env=env, cwd=tmp)
+        for line in proc.stdout:
+            if line.startswith("EVAL "):
+                point = json.loads(line[5:])
+                run["curve"].append((point["steps"], point["return"], point["train_wall"], os.getloadavg()[0]))
+                run["updates"], run["wall"] = point["updates"], time.perf_counter() - t0
+                print(f"  sheeprl seed {seed}: {point['steps']} steps, return {point['return']:.1f}, "
+                      f"train {point['train_wall']:.0f} s, {point['updates']} updates", flush=True)
+                if on_eval is not None:
+                    on_eval(run)
+            elif line.startswith("RESULT "):
+                run["replay_ratio"] = json.loads(line[7:])["replay_ratio"]
+        rc = proc.wait()
+    if rc != 0:
+        tail = log.read_text().strip().splitlines()[-5:]
+        print(f"  sheeprl seed {seed} failed (exit {rc}, log {log}):\n    " + "\n    ".join(tail), flush=True)
     return run
 
 
@@ -113,6 +178,11 @@ def compare_updates(args) -> None:
     table.finish()
 
 
+def _loads(points: dict) -> str:
+    """The load averages saved with curve points (runs saved before they were kept have none)."""
+    return str([round(p[3], 1) if len(p) > 3 else "not kept" for p in points.values()])
+
+
 def _parse_set(items: list[str]) -> dict:
     out = {}
     for item in items:
@@ -142,6 +212,10 @@ def main() -> None:
     ap.add_argument("--compare-with", default=None, metavar="DIR",
                     help="with --time-updates: alternate with PYTHONPATH=DIR (another rlox checkout)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds run: first-seed .. first-seed + seeds - 1")
+    ap.add_argument("--no-peer", action="store_true", help="skip sheeprl (no venv is built)")
+    ap.add_argument("--only", choices=["both", "rlox", "peer"], default="both",
+                    help="run only one side (with --keep, the other side's saved runs stay in the table)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the table rows and saved curves of earlier runs with other settings")
     args = ap.parse_args()
@@ -153,30 +227,54 @@ def main() -> None:
             print(f"{time_updates(args.time_updates, args.size):.4f} cpu-s/update")
         return
     config = {"size": args.size, "train_ratio": args.train_ratio, **_parse_set(args.set)}
-    header(f"DreamerV3 Pendulum-v1: {args.steps} steps, {args.seeds} seed(s), {config}")
-    runs: list[dict] = []
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    header(f"DreamerV3 Pendulum-v1: {args.steps} steps, seed(s) {seeds}, {config}")
     runs_file, table_file = RESULTS / "dreamer_runs.json", RESULTS / "dreamer.json"
     saved = json.loads(runs_file.read_text()) if args.keep and runs_file.exists() else []
     saved = [saved] if isinstance(saved, dict) else saved          # (the one-config format of before)
+    same = [e for e in saved if e.get("config") == config]
     saved = [e for e in saved if e.get("config") != config]
+    # --keep: the runs of this config with other seeds (or of the side not run now) stay.
+    entry = {"config": config, "runs": [], "peer": SHEEPRL, "peer_runs": []}
+    for e in same:
+        for key in ("runs", "peer_runs"):
+            runs_now = args.only in ("both", "rlox" if key == "runs" else "peer") and not (key == "peer_runs"
+                                                                                        and args.no_peer)
+            rerun = seeds if runs_now else []
+            entry[key] += [r for r in e.get(key, []) if r["seed"] not in rerun]
     kept = json.loads(table_file.read_text()) if args.keep and table_file.exists() else []
-    try:
-        import sheeprl  # noqa: F401
-        peer_note = "sheeprl importable but its runner is not wired here"
-    except ImportError:
-        peer_note = "sheeprl not run (not installed: it needs a venv of its own)"
+    py, why = None, "sheeprl not run (--no-peer)"
+    if not args.no_peer and args.only != "rlox":
+        py, why = venv_python(SHEEPRL_VENV, ["torch==2.13.0", SHEEPRL], "import sheeprl, torch")
+        why = why and f"sheeprl not run ({SHEEPRL} venv could not be built: {why})"
+        if py is None:
+            print(f"  {why}", flush=True)
+    peer_name = f"sheeprl {SHEEPRL.split('==')[1]}"
     extra = "".join(f", {k} {v}" for k, v in config.items() if k not in ("size", "train_ratio"))
+    label = f"{args.size}, train_ratio {args.train_ratio:g}{extra}"
 
-    def write_table(done: list[dict]) -> None:
-        table = Table("dreamer", "DreamerV3 on Pendulum-v1: return at a budget and wall time (rlox)")
-        for i in range(max(len(r["curve"]) for r in done)):
-            points = [r["curve"][i] for r in done if len(r["curve"]) > i]
-            finals = [p[1] for p in points]
-            table.add(f"Pendulum return at {points[0][0]} steps ({args.size}, train_ratio {args.train_ratio:g}"
-                      f"{extra})", rlox=float(np.mean(finals)), unit="return",
-                      note=f"{len(points)} seed(s) {np.round(finals, 1).tolist()} (mean of {args.eval_episodes} "
-                           f"deterministic episodes each); train wall {np.mean([p[2] for p in points]):.0f} s; "
-                           f"{peer_note}")
+    def write_table() -> None:
+        table = Table("dreamer", "DreamerV3 on Pendulum-v1: return at a budget and wall time (rlox vs sheeprl)")
+        ours, peers = entry["runs"], [r for r in entry["peer_runs"] if r["curve"]]
+        budgets = sorted({p[0] for r in ours + peers for p in r["curve"]})
+        for steps in budgets:
+            mine = dict(sorted((r["seed"], p) for r in ours for p in r["curve"] if p[0] == steps))
+            theirs = dict(sorted((r["seed"], p) for r in peers for p in r["curve"] if p[0] == steps))
+            if not mine:
+                continue
+            note = (f"rlox seed(s) {sorted(mine)}: {[round(p[1], 1) for p in mine.values()]}, train wall "
+                    f"{[round(p[2]) for p in mine.values()]} s (mean of {args.eval_episodes} deterministic episodes "
+                    f"each, reset seeds 10000+)")
+            note += (f"; sheeprl seed(s) {sorted(theirs)}: {[round(p[1], 1) for p in theirs.values()]}, train wall "
+                     f"{[round(p[2]) for p in theirs.values()]} s" if theirs else f"; {why or 'sheeprl not run'}")
+            peer = float(np.mean([p[1] for p in theirs.values()])) if theirs else None
+            table.add(f"Pendulum return at {steps} steps ({label})", rlox=float(np.mean([p[1] for p in mine.values()])),
+                      peer=peer, peer_name=peer_name if theirs else "", unit="return", note=note)
+            if theirs:
+                table.add(f"Train wall to {steps} steps ({label})", rlox=float(np.mean([p[2] for p in mine.values()])),
+                          peer=float(np.mean([p[2] for p in theirs.values()])), peer_name=peer_name, goal=1.0,
+                          note=f"1 torch thread each; load average at the evaluation: rlox {_loads(mine)}, "
+                               f"sheeprl {_loads(theirs)} ({os.cpu_count()} cores)")
         new_cases = {r.case for r in table.rows}
         # --keep: the rows of earlier runs with other settings stay in the table, before these.
         old = [Row(r["case"], r["rlox"], r["peer"], r["peer_name"], r["goal"], r["unit"], r["note"])
@@ -184,13 +282,23 @@ def main() -> None:
         table.rows[:0] = old
         table.finish()
 
-    def save(run: dict) -> None:      # after every evaluation: a killed run keeps its curve and rows
-        done = [r for r in runs if r["seed"] != run["seed"]] + [run]
-        runs_file.write_text(json.dumps(saved + [{"config": config, "runs": done}], indent=2))
-        write_table(done)
+    def save(key: str):
+        def on_eval(run: dict) -> None:   # after every evaluation: a killed run keeps its curve and rows
+            entry[key] = [r for r in entry[key] if r["seed"] != run["seed"]] + [run]
+            runs_file.write_text(json.dumps(saved + [entry], indent=2))
+            if entry["runs"]:
+                write_table()
+        return on_eval
 
-    for s in range(args.seeds):
-        runs.append(run_rlox(s, args.steps, args.eval_every, config, args.eval_episodes, save))
+    for s in seeds:
+        if py is not None:
+            run_sheeprl(py, s, args.steps, args.eval_every, config, args.eval_episodes, save("peer_runs"))
+            print(f"  load average {os.getloadavg()[0]:.1f}", flush=True)
+        if args.only != "peer":
+            run_rlox(s, args.steps, args.eval_every, config, args.eval_episodes, save("runs"))
+            print(f"  load average {os.getloadavg()[0]:.1f}", flush=True)
+    if entry["runs"]:
+        write_table()
 
 
 if __name__ == "__main__":

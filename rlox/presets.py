@@ -25,8 +25,9 @@ names (PPO and A2C below; TRPO, SAC, TD3 and DQN at their sections):
                          clipped to +-0.2 per update cannot follow them)
 
 The zoo's ``use_sde``, ``sde_sample_freq`` and ``policy_kwargs`` (``log_std_init``,
-``ortho_init``) map to the config fields of the same names. A preset is merged *under* the
-user's config: user keys always win.
+``ortho_init``) map to the config fields of the same names. The zoo has no DreamerV3: its
+Pendulum-v1 preset is rlox's own measured setting (``benchmarks/results/dreamer.md``). A preset
+is merged *under* the user's config: user keys always win.
 
     from rlox.presets import get_preset
     get_preset("ppo", "CartPole-v1")   # {'n_envs': 8, 'n_steps': 32, ...}
@@ -370,6 +371,13 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "gamma": 0.9, "gae_lambda": 0.95, "learning_rate": 1e-3, "anneal_lr": False,
         "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
     },
+    # --- DreamerV3 (no zoo entry; rlox's runs, benchmarks/bench_dreamer.py) -----------------
+    # Pendulum-v1: the XS model (the config default) at train_ratio 96 instead of the paper's 512
+    # (1.8k updates in 20k steps, ~25-35 min on one CPU core instead of ~3 h), with DreamerV2's
+    # DMC learning rates (model 3e-4, actor and critic 8e-5) for the fewer updates: -112 and -111
+    # at 20k steps (seeds 0 and 1, 10 deterministic episodes each; sheeprl 0.8.4's DreamerV3 at
+    # the same settings: -160 and -115).
+    ("dreamer", "Pendulum-v1"): {"train_ratio": 96.0, "model_lr": 3e-4, "actor_lr": 8e-5, "critic_lr": 8e-5},
 }
 
 

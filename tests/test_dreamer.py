@@ -261,3 +261,20 @@ def test_trainer_dreamer_registered():
     t.algo.reset_state = lambda *a: calls.append(a)      # evaluation starts each episode afresh
     assert np.isfinite(t.evaluate(n_episodes=2)["mean_reward"])
     assert calls == [(), ([0],), ([0],)]                  # the whole state first (it may hold another batch size)
+
+
+def test_trainer_dreamer_pendulum_preset():
+    """Trainer("dreamer", env="Pendulum-v1") and DreamerV3Trainer take the measured Pendulum
+    preset (train_ratio 96, lr 3e-4 / 8e-5); explicit user settings win; preset=False opts out."""
+    from rlox import DreamerV3Trainer, Trainer
+
+    def picked(t):
+        c = t.algo.config
+        return (c.train_ratio, c.model_lr, c.actor_lr, c.critic_lr)
+
+    assert picked(Trainer("dreamer", env="Pendulum-v1", seed=0)) == (96.0, 3e-4, 8e-5, 8e-5)
+    assert picked(DreamerV3Trainer(env="Pendulum-v1", seed=42)) == (96.0, 3e-4, 8e-5, 8e-5)
+    user = Trainer("dreamer", env="Pendulum-v1", seed=0, config={"train_ratio": 32.0}, actor_lr=1e-5)
+    assert picked(user) == (32.0, 3e-4, 1e-5, 8e-5)
+    assert picked(Trainer("dreamer", env="Pendulum-v1", seed=0, preset=False)) == (512.0, 1e-4, 3e-5, 3e-5)
+    assert picked(Trainer("dreamer", env="CartPole-v1", seed=0)) == (512.0, 1e-4, 3e-5, 3e-5)   # no preset
