@@ -71,14 +71,13 @@ def variant(name: str) -> str:
 
 
 def ensure_venv() -> Path:
-    """The d3rlpy venv's python, created on first use (pip only: d3rlpy 2.8.1 and torch 2.13.0)."""
-    py = VENV / "bin" / "python"
-    stamp = VENV / ".ready"
-    if not stamp.exists():
-        print(f"creating {VENV} (d3rlpy 2.8.1) ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "torch==2.13.0", "d3rlpy==2.8.1"], check=True)
-        stamp.touch()
+    """The d3rlpy venv's python, created on first use (``_harness.venv_python``: d3rlpy 2.8.1, torch
+    as ``constraints.txt`` pins it)."""
+    from _harness import venv_python
+
+    py, why = venv_python(VENV, ["d3rlpy==2.8.1"], "import d3rlpy")
+    if py is None:
+        raise SystemExit(f"cannot build the d3rlpy venv at {VENV}: {why}")
     return py
 
 
