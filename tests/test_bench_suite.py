@@ -48,6 +48,17 @@ def test_tiny_run_is_cached_and_reported(tmp_path, monkeypatch):
     assert png.is_file()
 
 
+def test_versus_sb3_verdict():
+    """yes at or above SB3's IQM; within CI below it but inside SB3's CI; NO below the CI or where
+    SB3 has one seed (no CI)."""
+    nan = float("nan")
+    assert bench_suite._versus((-140.0, -150.0, -130.0), (-142.0, -160.0, -135.0)) == "yes"
+    assert bench_suite._versus((-145.0, -150.0, -130.0), (-142.0, -160.0, -135.0)) == "within CI"
+    assert bench_suite._versus((-161.0, -170.0, -150.0), (-142.0, -160.0, -135.0)) == "NO"
+    assert bench_suite._versus((90.0, 80.0, 95.0), (100.0, nan, nan)) == "NO"
+    assert bench_suite._versus((100.0, 80.0, 95.0), (100.0, nan, nan)) == "yes"
+
+
 def test_unknown_names_are_refused():
     with pytest.raises(SystemExit, match="unknown env.*CartPole-v0"):
         bench_suite.select(["ppo"], ["CartPole-v0"])
