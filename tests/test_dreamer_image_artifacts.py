@@ -6,9 +6,6 @@ and the artifact must act as the trained algorithm's deterministic ``predict`` s
 whole episodes and resets, on channel-last and channel-first frames, uint8 or float. Broken
 files fail with an error naming the file; the folder loads without rlox's training code.
 """
-import shutil
-import subprocess
-import sys
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +19,7 @@ from rlox.algorithms.dreamer_v3 import DreamerV3
 from rlox.artifacts import export_inference
 from rlox.evaluation import evaluate_policy
 from rlox.inference import ArtifactError, InferencePolicy, RecurrentInferencePolicy
+from tests._artifacts import copy_of, run_python
 
 # A model small enough for tests on 2 busy cores (cnn_depth=4: two conv stages of 4 and 8 channels).
 TINY = dict(size="XS", deter=32, hidden=32, layers=1, groups=4, classes=4, cnn_depth=4, batch_size=4,
@@ -193,11 +191,6 @@ def test_wrong_frame_shape_is_a_clear_error(trained):
         policy.act(np.zeros((16, 16), np.uint8))
 
 
-def copy_of(path, tmp_path):
-    dst = tmp_path / "copy"
-    shutil.copytree(path, dst)
-    return dst
-
 
 def test_broken_files_are_named(trained, tmp_path):
     from safetensors.torch import load_file, save_file
@@ -255,9 +248,8 @@ def test_loads_and_acts_without_training_code(trained):
         "bad = [m for m in ('rlox.algorithms', 'rlox.world_models', 'rlox.trainer', 'rlox.artifacts') "
         "if m in sys.modules]\n"
         "print(actions, bad)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == f"{want} []"
+    stdout = run_python(code)
+    assert stdout.strip() == f"{want} []"
 
 
 def test_training_artifacts_write_an_image_policy(tmp_path):

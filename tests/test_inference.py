@@ -1,8 +1,6 @@
 """rlox.inference: the policy rebuilt from artifacts alone, the runner, and errors that name the file."""
 import ast
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +9,7 @@ import yaml
 
 from rlox import Trainer
 from rlox.inference import ArtifactError, InferencePolicy, InferenceRunner
+from tests._artifacts import copy_of, run_python
 
 SMALL = {"n_envs": 8, "n_steps": 32, "n_epochs": 2, "batch_size": 128}
 
@@ -23,11 +22,6 @@ def run_dir(tmp_path_factory):
     trainer.train(2048)
     return path
 
-
-def copy_of(run_dir, tmp_path):
-    dst = tmp_path / "copy"
-    shutil.copytree(run_dir, dst)
-    return dst
 
 
 def test_module_imports_no_rlox_code():
@@ -49,9 +43,8 @@ def test_loads_in_a_process_without_training_code(run_dir):
         "bad = [m for m in ('rlox.algorithms', 'rlox.trainer', 'rlox.callbacks', 'rlox.collectors', "
         "'rlox.policies', 'rlox.artifacts') if m in sys.modules]\n"
         "print(int(a), r['length'], bad)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    action, length, bad = out.stdout.split(maxsplit=2)
+    stdout = run_python(code)
+    action, length, bad = stdout.split(maxsplit=2)
     assert action in ("0", "1") and int(length) >= 1 and bad.strip() == "[]"
 
 

@@ -4,9 +4,6 @@ The artifact must act exactly as the trained algorithm's deterministic ``predict
 over whole episodes and across resets, carry (and reset) one state per env, and fail with an
 error naming the file when the files are broken.
 """
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -22,6 +19,7 @@ from rlox.evaluation import evaluate_policy
 from rlox.inference import (INFERENCE_VERSION, ArtifactError, InferencePolicy, InferenceRunner,
                             RecurrentInferencePolicy)
 from rlox.plugins import ENV_REGISTRY
+from tests._artifacts import copy_of, run_python
 
 RPPO = {"n_envs": 4, "n_steps": 32, "lstm_hidden_size": 16, "batch_size": 64, "n_epochs": 2}
 DREAMER = {"size": "XS", "n_envs": 1, "learning_starts": 64, "train_ratio": 8, "batch_size": 4, "batch_length": 8}
@@ -239,11 +237,6 @@ def test_rssm_core_agrees_with_the_world_model_including_random_draws(trained):
     assert torch.equal(feat, torch.cat([theirs.h, theirs.z.flatten(1)], -1))
 
 
-def copy_of(path, tmp_path):
-    dst = tmp_path / "copy"
-    shutil.copytree(path, dst)
-    return dst
-
 
 def test_broken_files_are_named(trained, tmp_path):
     from safetensors.torch import load_file, save_file
@@ -309,9 +302,8 @@ def test_loads_and_acts_without_training_code(trained):
         "bad = [m for m in ('rlox.algorithms', 'rlox.world_models', 'rlox.trainer', 'rlox.artifacts') "
         "if m in sys.modules]\n"
         "print(int(a), b.shape, bad)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split(maxsplit=1)[1].strip() == "(1,) []" and out.stdout.split()[0] in ("0", "1")
+    stdout = run_python(code)
+    assert stdout.split(maxsplit=1)[1].strip() == "(1,) []" and stdout.split()[0] in ("0", "1")
 
 
 def test_serve_refuses_a_recurrent_policy(trained):
