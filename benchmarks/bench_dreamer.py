@@ -218,7 +218,11 @@ def main() -> None:
                     help="run only one side (with --keep, the other side's saved runs stay in the table)")
     ap.add_argument("--keep", action="store_true",
                     help="keep the table rows and saved curves of earlier runs with other settings")
+    ap.add_argument("--report", action="store_true",
+                    help="train nothing: rewrite the table from the saved runs of this config (all seeds, "
+                         "e.g. after runs from two checkouts were merged into dreamer_runs.json)")
     args = ap.parse_args()
+    args.keep = args.keep or args.report
     torch.set_num_threads(1)
     if args.time_updates:
         if args.compare_with:
@@ -240,11 +244,13 @@ def main() -> None:
         for key in ("runs", "peer_runs"):
             runs_now = args.only in ("both", "rlox" if key == "runs" else "peer") and not (key == "peer_runs"
                                                                                         and args.no_peer)
-            rerun = seeds if runs_now else []
+            rerun = seeds if runs_now and not args.report else []
             entry[key] += [r for r in e.get(key, []) if r["seed"] not in rerun]
     kept = json.loads(table_file.read_text()) if args.keep and table_file.exists() else []
     py, why = None, "sheeprl not run (--no-peer)"
-    if not args.no_peer and args.only != "rlox":
+    if args.report:
+        why = "sheeprl not run"
+    elif not args.no_peer and args.only != "rlox":
         py, why = venv_python(SHEEPRL_VENV, ["torch==2.13.0", SHEEPRL], "import sheeprl, torch")
         why = why and f"sheeprl not run ({SHEEPRL} venv could not be built: {why})"
         if py is None:
@@ -290,6 +296,11 @@ def main() -> None:
                 write_table()
         return on_eval
 
+    if args.report:
+        if not entry["runs"]:
+            raise SystemExit(f"no saved rlox runs of {config} in {runs_file}: run them first (without --report)")
+        write_table()
+        return
     for s in seeds:
         if py is not None:
             run_sheeprl(py, s, args.steps, args.eval_every, config, args.eval_episodes, save("peer_runs"))
