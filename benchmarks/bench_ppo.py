@@ -59,7 +59,19 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    env = make_vec_env(env_id, n_envs=cfg.get("n_envs", 8), seed=seed)
+    atari = env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4")
+    if atari:     # as rlox's Trainer: frameskip=1 under the wrapper's max-pooled skip, 4 frames stacked
+        import ale_py
+        import gymnasium as gym
+        from stable_baselines3.common.env_util import make_atari_env
+        from stable_baselines3.common.vec_env import VecFrameStack
+
+        gym.register_envs(ale_py)
+        env = VecFrameStack(make_atari_env(env_id, n_envs=cfg.get("n_envs", 8), seed=seed,
+                                           env_kwargs={"frameskip": 1} if env_id.startswith("ALE/") else None),
+                            n_stack=4)
+    else:
+        env = make_vec_env(env_id, n_envs=cfg.get("n_envs", 8), seed=seed)
     if cfg.get("normalize_obs") or cfg.get("normalize_rewards"):
         env = VecNormalize(env, norm_obs=bool(cfg.get("normalize_obs")),
                            norm_reward=bool(cfg.get("normalize_rewards")), gamma=cfg.get("gamma", 0.99))
@@ -73,8 +85,12 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
     net = [hidden, hidden] if isinstance(hidden, int) else list(hidden)
     act = {"tanh": nn.Tanh, "relu": nn.ReLU}[cfg.get("activation", "tanh")]
 
+    # On images: SB3's CnnPolicy (NatureCNN, linear heads on its 512 features), as rlox's.
+    policy_kwargs = ({} if atari else
+                     dict(net_arch=dict(pi=list(net), vf=list(net)), activation_fn=act,
+                          log_std_init=cfg.get("log_std_init", 0.0), ortho_init=cfg.get("ortho_init", True)))
     model = PPO(
-        "MlpPolicy", env, seed=seed, verbose=0, device="cpu",
+        "CnnPolicy" if atari else "MlpPolicy", env, seed=seed, verbose=0, device="cpu",
         n_steps=cfg.get("n_steps", 128), batch_size=cfg.get("batch_size", 256),
         n_epochs=cfg.get("n_epochs", 4), gamma=cfg.get("gamma", 0.99),
         gae_lambda=cfg.get("gae_lambda", 0.95),
@@ -87,8 +103,7 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
         vf_coef=cfg.get("vf_coef", 0.5) / 2,
         max_grad_norm=cfg.get("max_grad_norm", 0.5),
         use_sde=bool(cfg.get("use_sde", False)), sde_sample_freq=cfg.get("sde_sample_freq", -1),
-        policy_kwargs=dict(net_arch=dict(pi=list(net), vf=list(net)), activation_fn=act,
-                           log_std_init=cfg.get("log_std_init", 0.0), ortho_init=cfg.get("ortho_init", True)),
+        policy_kwargs=policy_kwargs,
     )
     return model, env
 

@@ -6,7 +6,8 @@ the preset is picked up); SB3 runs with the same preset translated to its argume
 (``bench_ppo.sb3_ppo``, ``bench_offpolicy.sb3_model``, ``sb3_a2c`` and ``sb3_trpo`` below, the
 latter sb3-contrib's TRPO). Both are scored the same way: every ``eval_freq`` env steps the mean
 return of 10 deterministic episodes (reset seeds 10_000 + seed + i, ``rlox.evaluation``) makes
-the learning curve, and after the budget the same evaluation gives the final score. Rows report the IQM of the final scores over seeds
+the learning curve, and after the budget the same evaluation gives the final score (Atari: whole
+games, raw score, sampled actions; see ``_deterministic``). Rows report the IQM of the final scores over seeds
 with a stratified bootstrap 95% CI (``rlox.evaluation``). One torch thread per run.
 
 The runs accumulate: each finished (algo, env, lib, seed, budget) run is stored in
@@ -104,6 +105,8 @@ SPECS: tuple[Spec, ...] = (
     Spec("td3", "LunarLanderContinuous-v3", 300_000, 15_000, 207.5, 300_000),
     Spec("td3", "BipedalWalker-v3", 1_000_000, 50_000, 306.0, 1_000_000),
     *(Spec(algo, env, 300_000, 15_000, None, 1_000_000) for algo in ("sac", "td3") for env in MUJOCO),
+    # Atari (issue 15): 250k agent steps = 1M frames (the Zoo trains 10M), ALE v5 (sticky actions).
+    Spec("ppo", "ALE/Breakout-v5", 250_000, 50_000, None, 10_000_000),
 )
 SPEC = {(s.algo, s.env): s for s in SPECS}
 
@@ -167,9 +170,17 @@ def _commit() -> str:
 
 
 # ---------------------------------------------------------------------------- training one run
-def _score(predict: Callable[[Any], Any], env_id: str, seed: int) -> float:
-    return float(evaluate_policy(predict, env_id, n_episodes=N_EVAL_EPISODES, deterministic=True,
-                                 seed=EVAL_SEED + seed)["mean_reward"])
+def _deterministic(env_id: str) -> bool:
+    """Greedy evaluation, except on Atari: whole games (all lives, raw score) with sampled actions,
+    as the RL Zoo scores Atari. Training ends an episode at each lost life and presses FIRE at
+    reset, so a greedy policy may never press FIRE after a lost life and idle out the game."""
+    return not (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4"))
+
+
+def _score(predict: Callable[[Any, bool], Any], env_id: str, seed: int) -> float:
+    det = _deterministic(env_id)
+    return float(evaluate_policy(lambda obs: predict(obs, det), env_id, n_episodes=N_EVAL_EPISODES,
+                                 deterministic=det, seed=EVAL_SEED + seed)["mean_reward"])
 
 
 def _with_final(curve: list[list[float]], step: int, final: float) -> list[list[float]]:
@@ -181,13 +192,14 @@ def run_rlox(spec: Spec, seed: int, budget: int, eval_freq: int) -> dict[str, An
     from rlox import Trainer
     from rlox.callbacks import EvalCallback
 
+    det = _deterministic(spec.env)
     ev = EvalCallback(eval_freq=eval_freq, n_eval_episodes=N_EVAL_EPISODES, seed=EVAL_SEED + seed,
-                      eval_at_end=False, verbose=1)
+                      deterministic=det, eval_at_end=False, verbose=1)
     trainer = Trainer(spec.algo, env=spec.env, seed=seed, callbacks=[ev])     # the defaults: preset on
     t0 = time.perf_counter()
     trainer.train(total_timesteps=budget)
     seconds = time.perf_counter() - t0
-    final = float(trainer.evaluate(n_episodes=N_EVAL_EPISODES, deterministic=True,
+    final = float(trainer.evaluate(n_episodes=N_EVAL_EPISODES, deterministic=det,
                                    seed=EVAL_SEED + seed)["mean_reward"])
     curve = [[int(e["step"]), float(e["mean_reward"])] for e in ev.evaluations]
     train = getattr(trainer.algo, "mean_reward", None)
@@ -284,9 +296,9 @@ def run_sb3(spec: Spec, seed: int, budget: int, eval_freq: int) -> dict[str, Any
     model, env = _sb3_model(spec.algo, spec.env, seed)
     norm = env if isinstance(env, VecNormalize) else None
 
-    def predict(obs):          # frozen statistics: normalize_obs does not update them
+    def predict(obs, deterministic):          # frozen statistics: normalize_obs does not update them
         o = norm.normalize_obs(obs[None]) if norm is not None else obs[None]
-        return model.predict(o, deterministic=True)[0][0]
+        return model.predict(o, deterministic=deterministic)[0][0]
 
     curve: list[list[float]] = []
     eval_seconds = [0.0]
@@ -419,7 +431,7 @@ def report(runs_path: Path = RUNS, page: Path = PAGE, plots: Path = PLOTS, min_s
                                    f"{'no runs' if n == 0 else f'{n} seed(s) of {min_seeds}'}")
             if not by_lib:
                 continue
-            name = f"{spec.algo}_{spec.env}_{_label(budget)}.png"
+            name = f"{spec.algo}_{spec.env.replace('/', '_')}_{_label(budget)}.png"
             has_plot = _plot(spec, budget, by_lib, plots / name)
             stats = {lib: _stats([r["final"] for r in rs]) for lib, rs in by_lib.items()}
             for lib in LIBS:
@@ -482,7 +494,9 @@ on a 2-core machine shared with other jobs.
 At the first update after every `eval_freq` steps (a 20th of the budget; PPO on LunarLander updates
 every 16384 steps, so its points are 65536 steps apart) the policy plays {N_EVAL_EPISODES} deterministic
 episodes (`rlox.evaluation`, episode *i* reset with seed 10000 + seed + *i*); their mean return is a
-point of the learning curve. After the budget the same evaluation gives the **final** score. The table shows the
+point of the learning curve. Atari rows play whole games (all lives, raw score) with sampled
+actions instead, as the RL Zoo scores Atari: training ends an episode at each lost life and presses
+FIRE at reset, so a greedy policy may never press FIRE after a lost life. After the budget the same evaluation gives the **final** score. The table shows the
 IQM of the final scores over seeds with a stratified-bootstrap 95% CI (`rlox.evaluation`), every
 seed's score, and the RL Zoo's published SB3 score for reference (at the Zoo's budget, which is
 larger than the budget here for the 5M Box2D runs and MuJoCo; none for MuJoCo, whose Zoo runs
@@ -491,7 +505,7 @@ earlier benchmark file of the same protocol and have no curve. Curves: mean over
 
 Budgets: the Zoo's for classic control and the Box2D runs up to 1M (PPO LunarLander 1M, DQN
 100k); the Zoo's 5M Box2D runs (PPO BipedalWalker, A2C LunarLanderContinuous and BipedalWalker)
-at 1M and MuJoCo at 300k (Zoo 1M) to fit this machine. Seeds: 3 wanted per row and library.
+at 1M, MuJoCo at 300k (Zoo 1M) and PPO Breakout at 250k agent steps = 1M frames (Zoo 10M steps) to fit this machine. Seeds: 3 wanted per row and library.
 
 Goals (issue 18): rlox at or above SB3 in every row; PPO LunarLander-v3 >= 200 at 1M and DQN
 LunarLander-v3 >= 100 at 100k with Trainer defaults. The *>= SB3* column says *yes* when rlox's
