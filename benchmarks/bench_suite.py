@@ -491,7 +491,7 @@ preset; SB3 trains with the same preset translated to its own arguments (same ne
 value-loss scale; `bench_ppo.sb3_ppo`, `bench_offpolicy.sb3_model`, `bench_suite.sb3_a2c`,
 `bench_suite.sb3_trpo` for sb3-contrib's TRPO). Both run on one torch thread, one run at a time,
 on a 2-core machine shared with other jobs.
-At the first update after every `eval_freq` steps (a 20th of the budget; PPO on LunarLander updates
+At the first update after every `eval_freq` steps (a 20th of the budget, Atari a 5th; PPO on LunarLander updates
 every 16384 steps, so its points are 65536 steps apart) the policy plays {N_EVAL_EPISODES} deterministic
 episodes (`rlox.evaluation`, episode *i* reset with seed 10000 + seed + *i*); their mean return is a
 point of the learning curve. Atari rows play whole games (all lives, raw score) with sampled
