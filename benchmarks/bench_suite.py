@@ -387,7 +387,8 @@ def _plot(spec: Spec, budget: int, by_lib: dict[str, list[dict[str, Any]]], path
         ax.axhline(spec.goal, color="green", ls="--", lw=1, label=f"goal {spec.goal:g}")
     ax.set_title(f"{spec.algo.upper()} {spec.env}, {_label(budget)} steps")
     ax.set_xlabel("env steps")
-    ax.set_ylabel(f"eval return ({N_EVAL_EPISODES} det. episodes)")
+    kind = "det. episodes" if _deterministic(spec.env) else "sampled whole games"
+    ax.set_ylabel(f"eval return ({N_EVAL_EPISODES} {kind})")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
