@@ -59,7 +59,9 @@ def sb3_ppo(env_id: str, seed: int, cfg: dict):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
-    atari = env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4")
+    from rlox.wrappers.visual import is_atari_id
+
+    atari = is_atari_id(env_id)
     if atari:     # as rlox's Trainer: frameskip=1 under the wrapper's max-pooled skip, 4 frames stacked
         import ale_py
         import gymnasium as gym

@@ -174,7 +174,9 @@ def _deterministic(env_id: str) -> bool:
     """Greedy evaluation, except on Atari: whole games (all lives, raw score) with sampled actions,
     as the RL Zoo scores Atari. Training ends an episode at each lost life and presses FIRE at
     reset, so a greedy policy may never press FIRE after a lost life and idle out the game."""
-    return not (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4"))
+    from rlox.wrappers.visual import is_atari_id
+
+    return not is_atari_id(env_id)
 
 
 def _score(predict: Callable[[Any, bool], Any], env_id: str, seed: int) -> float:

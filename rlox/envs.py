@@ -422,7 +422,9 @@ def make_vec_env(env_id, n_envs: int = 1, seed: int | None = 0, *, vec_env: str 
         return GymVecEnv(env_id, n_envs, seed, asynchronous=True, **kwargs)
     if is_native(env_id) and not kwargs:
         return VecEnv(n=n_envs, seed=seed, env_id=env_id)
-    if isinstance(env_id, str) and (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4")):
+    from rlox.wrappers.visual import is_atari_id
+
+    if is_atari_id(env_id):
         # Atari ids get the standard preprocessing (rlox.wrappers.visual.AtariWrapper).
         from rlox.wrappers.visual import AtariWrapper, make_atari
 

@@ -150,7 +150,9 @@ def _make_eval_env_unflattened(env: Any, seed: int):
         from rlox.plugins import ENV_REGISTRY
     except ImportError:  # the registry module is optional for evaluation
         ENV_REGISTRY = None
-    if env.startswith("ALE/") or env.endswith("NoFrameskip-v4"):
+    from rlox.wrappers.visual import is_atari_id
+
+    if is_atari_id(env):
         # As trained (rlox.envs.make_vec_env), but scored on whole games with the real rewards.
         from rlox.wrappers.visual import AtariWrapper, make_atari
 

@@ -407,7 +407,9 @@ def get_preset(algorithm: str, env_id: Any) -> dict[str, Any]:
     """
     if not isinstance(env_id, str):
         return {}
-    if _key(algorithm, env_id) not in PRESETS and (env_id.startswith("ALE/") or env_id.endswith("NoFrameskip-v4")):
+    from rlox.wrappers.visual import is_atari_id
+
+    if _key(algorithm, env_id) not in PRESETS and is_atari_id(env_id):
         return copy.deepcopy(ATARI_PRESETS.get(str(algorithm).lower(), {}))
     return copy.deepcopy(PRESETS.get(_key(algorithm, env_id), {}))
 

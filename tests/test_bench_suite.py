@@ -72,8 +72,7 @@ def test_every_row_has_a_preset():
     for spec in bench_suite.SPECS:
         assert get_preset(spec.algo, spec.env), (spec.algo, spec.env)
         # a curve point every 20th of the budget; Atari every 5th (whole sampled games cost more)
-        atari = spec.env.startswith("ALE/")
-        assert spec.eval_freq * (5 if atari else 20) == spec.budget, spec
+        assert spec.eval_freq * (20 if bench_suite._deterministic(spec.env) else 5) == spec.budget, spec
 
 
 def test_sb3_twins_of_a2c_and_trpo_carry_the_preset():

@@ -6,7 +6,6 @@ and the artifact must act as the trained algorithm's deterministic ``predict`` s
 whole episodes and resets, on channel-last and channel-first frames, uint8 or float. Broken
 files fail with an error naming the file; the folder loads without rlox's training code.
 """
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -189,7 +188,6 @@ def test_wrong_frame_shape_is_a_clear_error(trained):
         policy.act(np.zeros((16, 16, 4), np.uint8))
     with pytest.raises(ValueError, match=r"obs has shape \(16, 16\), expected"):
         policy.act(np.zeros((16, 16), np.uint8))
-
 
 
 def test_broken_files_are_named(trained, tmp_path):

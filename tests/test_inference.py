@@ -23,7 +23,6 @@ def run_dir(tmp_path_factory):
     return path
 
 
-
 def test_module_imports_no_rlox_code():
     src = Path(__file__).resolve().parents[1] / "rlox" / "inference.py"
     for node in ast.walk(ast.parse(src.read_text())):

@@ -4,7 +4,6 @@ The artifact must act exactly as the trained algorithm's deterministic ``predict
 over whole episodes and across resets, carry (and reset) one state per env, and fail with an
 error naming the file when the files are broken.
 """
-
 import numpy as np
 import pytest
 import torch
@@ -235,7 +234,6 @@ def test_rssm_core_agrees_with_the_world_model_including_random_draws(trained):
             ours = (h, z)
             starts = torch.zeros(5)
     assert torch.equal(feat, torch.cat([theirs.h, theirs.z.flatten(1)], -1))
-
 
 
 def test_broken_files_are_named(trained, tmp_path):
