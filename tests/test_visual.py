@@ -150,6 +150,70 @@ def test_atari_episodic_life_clip_and_fire():
     assert info["lives"] == 4                     # ... but not the game
 
 
+class _ActionLog(gym.Wrapper):
+    """Records every action that reaches ALE (one per frame)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.actions = []
+
+    def step(self, action):
+        self.actions.append(int(action))
+        return self.env.step(action)
+
+
+def test_atari_fire_after_every_reset_lost_lives_included():
+    """FireReset sits over EpisodicLife and MaxAndSkip (baselines'/SB3's order): a real reset is
+    no-ops then FIRE and UP as skipped steps, a lost life one skipped no-op then FIRE and UP."""
+    log = _ActionLog(make_atari("ALE/Breakout-v5", repeat_action_probability=0.0))
+    env = AtariWrapper(log)
+    env.reset(seed=0)
+    noops = len(log.actions) - 8
+    assert 1 <= noops <= 30 and log.actions == [0] * noops + [1] * 4 + [2] * 4
+    rng = np.random.default_rng(0)
+    terminated = False
+    for _ in range(2_000):
+        _, _, terminated, truncated, info = env.step(int(rng.integers(4)))
+        if terminated:
+            break
+    assert terminated and info["lives"] == 4
+    log.actions.clear()
+    _, info = env.reset()
+    assert log.actions == [0] * 4 + [1] * 4 + [2] * 4 and info["lives"] == 4
+    # the same seed draws the same no-op count (from the ALE env's np_random, as SB3 does)
+    log.actions.clear()
+    env.reset(seed=0)
+    assert log.actions == [0] * noops + [1] * 4 + [2] * 4
+
+
+@pytest.mark.parametrize("game", ["ALE/Breakout-v5", "ALE/Pong-v5"])
+def test_atari_wrapper_matches_sb3_step_by_step(game):
+    """Every default on (no-ops, sticky actions, lost lives, FIRE, clipping): rewards,
+    terminations and lives equal SB3's AtariWrapper through many resets; the frames differ only
+    by the grayscale conversion (ALE's own vs OpenCV's of the RGB screen)."""
+    sb3_atari = pytest.importorskip("stable_baselines3.common.atari_wrappers",
+                                    reason="the SB3 comparison needs stable-baselines3 (rlox[bench])")
+    ours = AtariWrapper(make_atari(game))
+    theirs = sb3_atari.AtariWrapper(gym.make(game, frameskip=1))
+    a, _ = ours.reset(seed=7)
+    b, _ = theirs.reset(seed=7)
+    rng = np.random.default_rng(0)
+    resets, diffs = 0, []
+    for t in range(1_500):
+        diffs.append(np.abs(a[-1].astype(np.int16) - b[..., 0].astype(np.int16)).mean())
+        action = int(rng.integers(ours.action_space.n))
+        a, ra, ta, tra, ia = ours.step(action)
+        b, rb, tb, trb, ib = theirs.step(action)
+        assert (ra, ta, tra, ia["lives"]) == (rb, tb, trb, ib["lives"]), f"step {t}"
+        if ta or tra:
+            resets += 1
+            a, _ = ours.reset()
+            b, _ = theirs.reset()
+    assert max(diffs) < 1.0, "the frames should differ by the grayscale rounding alone"
+    if game == "ALE/Breakout-v5":
+        assert resets >= 10       # many lost lives and games, each followed by FIRE
+
+
 def test_atari_env_with_internal_frameskip():
     env = AtariWrapper(gym.make("ALE/Pong-v5"), frame_stack=4)      # v5 already skips 4 in ALE
     assert env.frame_skip == 1

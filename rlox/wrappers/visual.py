@@ -283,9 +283,12 @@ class AtariWrapper(gym.Wrapper):
     In order: NoopReset (up to ``noop_max`` no-ops after reset), MaxAndSkip (repeat the action
     ``frame_skip`` times, sum rewards, max-pool the last two frames: flicker), EpisodicLife
     (a lost life ends the episode for the learner, the game resets only when it is over),
-    FireReset (press FIRE after reset in games that need it), ClipReward (sign of the reward),
-    84x84 grayscale with area interpolation, FrameStack (channel-first ``(frame_stack, 84, 84)``
-    uint8, padded at reset with the first frame).
+    FireReset (press FIRE after every reset, lost lives included, in games that need it),
+    ClipReward (sign of the reward), 84x84 grayscale with area interpolation, FrameStack
+    (channel-first ``(frame_stack, 84, 84)`` uint8, padded at reset with the first frame, as
+    gymnasium's ``FrameStackObservation``; SB3's ``VecFrameStack`` pads with zeros). Rewards,
+    terminations and lives equal SB3's ``AtariWrapper`` step by step on the same seed and
+    actions (tests/test_visual.py).
 
     The gray frame is ALE's own grayscale screen (``getScreenGrayscale``, as gymnasium's
     ``AtariPreprocessing``), read without an RGB render; SB3's ``WarpFrame`` converts RGB with
@@ -331,7 +334,6 @@ class AtariWrapper(gym.Wrapper):
         self.use_frame_kernel = area_kernel_applies(h, w, self.screen_size, self.screen_size)
         self._lives = 0
         self._game_over = True
-        self._rng = np.random.default_rng()     # the no-op counts (seeded by reset(seed=...))
         self.observation_space = spaces.Box(0, 255, (self.frame_stack, self.screen_size, self.screen_size),
                                             dtype=np.uint8)
 
@@ -372,36 +374,43 @@ class AtariWrapper(gym.Wrapper):
         return pool, total, terminated, truncated, info
 
     def _real_reset(self, seed, options) -> dict:
+        """A new game: ``env.reset`` and NoopReset's no-ops (single frames). The no-op count is
+        drawn from the ALE env's own ``np_random``, as SB3's ``NoopResetEnv`` draws it, so one
+        seed gives both the same starts."""
         _, info = self.env.reset(seed=seed, options=options)
         # NoopReset (Mnih et al., 2015): a random number of no-ops so starts differ.
-        noops = int(self._rng.integers(1, self.noop_max + 1)) if self.noop_max > 0 else 0
+        noops = int(self.env.unwrapped.np_random.integers(1, self.noop_max + 1)) if self.noop_max > 0 else 0
         for _ in range(noops):
             _, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:
                 _, info = self.env.reset(options=options)
-        # FireReset: games that wait for FIRE (Breakout) would otherwise idle.
-        if self.fire_reset:
-            for a in (1, 2):
-                _, _, terminated, truncated, info = self.env.step(a)
-                if terminated or truncated:
-                    _, info = self.env.reset(options=options)
+        self._gray(self._screens[1])
         return info
 
     # gymnasium API --------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if seed is not None:
-            self._rng, _ = gym.utils.seeding.np_random(seed)
+        """A real reset when the game is over (or ``seed`` is given, or ``terminal_on_life_loss``
+        is off); after a lost life only EpisodicLife's no-op step, so the game goes on. Then
+        FireReset presses FIRE and UP (actions 1, 2) in games that wait for FIRE, after every
+        reset, lost lives included: the order of OpenAI baselines' and SB3's wrappers
+        (FireReset over EpisodicLife over MaxAndSkip), so each of these steps is a skipped step.
+        Without it, Breakout stands still after each lost life until the policy learns FIRE."""
+        pool = False
         if self._game_over or not self.terminal_on_life_loss or seed is not None:
             info = self._real_reset(seed, options)
         else:
             # EpisodicLife: the game goes on after a lost life; one no-op step moves past it.
-            _, _, terminated, truncated, info = self.env.step(0)
+            pool, _, terminated, truncated, info = self._skip_step(0)
             if terminated or truncated:
-                info = self._real_reset(None, options)
+                pool, info = False, self._real_reset(None, options)
+        if self.fire_reset:
+            for a in (1, 2):
+                pool, _, terminated, truncated, info = self._skip_step(a)
+                if terminated or truncated:
+                    pool, info = False, self._real_reset(None, options)
         self._game_over = False
         self._lives = self.ale.lives()
-        self._gray(self._screens[1])
-        self._stack[:] = self._frame(self._screens[1], None, self._stack[-1])
+        self._stack[:] = self._frame(self._screens[1], self._screens[0] if pool else None, self._stack[-1])
         info = dict(info)
         info["lives"] = self._lives
         return self._stack.copy(), info
