@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from rlox.algorithms.offline import Batch, OfflineAlgorithm
-from rlox.algorithms.sac import soft_td_target
+from rlox.algorithms.sac import actor_temperature_step, soft_td_target
 from rlox.config import CQLConfig
 from rlox.networks import SimpleQNetwork, SquashedGaussianPolicy, TwinQNetwork
 from rlox.optim import make_adam, polyak_update
@@ -193,15 +193,8 @@ class CQL(OfflineAlgorithm):
         # 2. Actor and temperature: SAC's (eq. 7 and 18 of Haarnoja et al.).
         actions_pi, log_prob = self.actor.sample(obs, self.torch_gen)
         actor_loss = (alpha * log_prob - self.critic.min_q(obs, actions_pi)).mean()
-        self.actor_optimizer.zero_grad()
-        if self.alpha_optimizer is not None:
-            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            self.alpha_optimizer.zero_grad()
-            (actor_loss + alpha_loss).backward()
-            self.alpha_optimizer.step()
-        else:
-            actor_loss.backward()
-        self.actor_optimizer.step()
+        actor_temperature_step(actor_loss, log_prob, self.log_alpha, self.target_entropy,
+                               self.actor_optimizer, self.alpha_optimizer)
 
         polyak_update(self._critic_params, self._critic_target_params, cfg.tau)
         return torch.stack([critic_loss.detach(), penalty.detach().mean(), actor_loss.detach(), alpha,

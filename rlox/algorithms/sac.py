@@ -46,6 +46,26 @@ def soft_td_target(actor: SquashedGaussianPolicy, critic_target: torch.nn.Module
     return rewards + not_done * gamma * next_q
 
 
+def actor_temperature_step(actor_loss: torch.Tensor, log_prob: torch.Tensor, log_alpha: torch.Tensor,
+                           target_entropy: float, actor_optimizer: torch.optim.Optimizer,
+                           alpha_optimizer: torch.optim.Optimizer | None) -> torch.Tensor:
+    """SAC's actor step and, with ``alpha_optimizer``, its temperature step (shared with CQL):
+    ``J(alpha) = E[-alpha (log pi(a|s) + target_entropy)]`` (Haarnoja et al., 2018b, eq. 18). The
+    two graphs are disjoint (log pi detached here, alpha detached in ``actor_loss``), so one
+    backward pass serves both. Returns the temperature loss (0 without ``alpha_optimizer``)."""
+    actor_optimizer.zero_grad()
+    if alpha_optimizer is not None:
+        alpha_loss = -(log_alpha * (log_prob.detach() + target_entropy)).mean()
+        alpha_optimizer.zero_grad()
+        (actor_loss + alpha_loss).backward()
+        alpha_optimizer.step()
+    else:
+        alpha_loss = torch.zeros((), device=actor_loss.device)
+        actor_loss.backward()
+    actor_optimizer.step()
+    return alpha_loss
+
+
 class SAC(OffPolicyAlgorithm):
     """Soft Actor-Critic with twin critics, target critics and automatic entropy tuning.
 
@@ -151,19 +171,10 @@ class SAC(OffPolicyAlgorithm):
         #    the ones computed before the critic step, detached: the actor loss never trains it).
         q_pi = self.critic.min_q(features.detach(), actions_pi)
         actor_loss = (alpha * log_prob - q_pi).mean()
-        # 3. Temperature: J(alpha) = E[-alpha (log pi(a|s) + target_entropy)] (eq. 18). Its graph is
-        #    disjoint from the actor's (log pi detached, alpha detached in the actor loss), so one
-        #    backward pass serves both.
-        self.actor_optimizer.zero_grad()
-        if self.alpha_optimizer is not None:
-            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            self.alpha_optimizer.zero_grad()
-            (actor_loss + alpha_loss).backward()
-            self.alpha_optimizer.step()
-        else:
-            alpha_loss = torch.zeros((), device=self.device)
-            actor_loss.backward()
-        self.actor_optimizer.step()
+        # 3. Temperature: J(alpha) = E[-alpha (log pi(a|s) + target_entropy)] (eq. 18), in the
+        #    same backward pass as the actor's.
+        alpha_loss = actor_temperature_step(actor_loss, log_prob, self.log_alpha, self.target_entropy,
+                                            self.actor_optimizer, self.alpha_optimizer)
 
         # 4. Target critics: Polyak averaging every target_update_interval gradient steps.
         if self._n_updates % cfg.target_update_interval == 0:
