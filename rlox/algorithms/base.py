@@ -37,7 +37,7 @@ from rlox.config import ConfigBase
 from rlox.envs import env_label
 from rlox.optim import adam  # noqa: F401  (re-exported: the one Adam factory)
 
-__all__ = ["Algorithm", "adam", "to_torch_tree", "to_numpy_tree", "mean_loss_metrics", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
+__all__ = ["Algorithm", "NamedNetworks", "adam", "to_torch_tree", "to_numpy_tree", "mean_loss_metrics", "CHECKPOINT_FORMAT", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_FORMAT = "rlox-checkpoint"
 CHECKPOINT_VERSION = 1
@@ -524,3 +524,45 @@ class Algorithm(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(env_id={self.env_name!r}, seed={self.seed})"
+
+
+class NamedNetworks(abc.ABC):
+    """The parts shared by the families that list their networks by name (off-policy, offline):
+    ``_modules`` and ``_optimizers`` (name -> object) and ``_extra_state`` (e.g. SAC's log alpha)
+    are saved and restored together, and the per-gradient-step metric tensors in ``_metrics``
+    are averaged once per iteration under ``metric_names``. Mixed in before ``Algorithm``."""
+
+    metric_names: ClassVar[tuple[str, ...]] = ()
+
+    @abc.abstractmethod
+    def _modules(self) -> dict[str, torch.nn.Module]:
+        """Every module whose weights are saved (name -> module)."""
+
+    @abc.abstractmethod
+    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """Every optimizer whose state is saved (name -> optimizer)."""
+
+    def _extra_state(self) -> dict[str, Any]:
+        """Tensors or numbers besides modules and optimizers to save (e.g. SAC's log alpha)."""
+        return {}
+
+    def _load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore ``_extra_state``."""
+
+    def _networks_state(self) -> dict[str, Any]:
+        """``modules``, ``optimizers`` and ``extra`` of a checkpoint."""
+        return {"modules": {k: m.state_dict() for k, m in self._modules().items()},
+                "optimizers": {k: opt.state_dict() for k, opt in self._optimizers().items()},
+                "extra": self._extra_state()}
+
+    def _load_networks_state(self, state: Mapping[str, Any]) -> None:
+        """Restore ``_networks_state``'s parts."""
+        for k, m in self._modules().items():
+            m.load_state_dict(state["modules"][k])
+        for k, opt in self._optimizers().items():
+            opt.load_state_dict(state["optimizers"][k])
+        self._load_extra_state(state.get("extra", {}))
+
+    def _flush_metrics(self) -> dict[str, float]:
+        """Means of the iteration's per-step metric tensors (one sync), namespaced ``loss/``."""
+        return mean_loss_metrics(self._metrics, self.metric_names)

@@ -32,7 +32,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlox.algorithms.base import Algorithm, mean_loss_metrics, to_numpy_tree
+from rlox.algorithms.base import Algorithm, NamedNetworks, to_numpy_tree
 from rlox.checkpointing import CheckpointError
 from rlox.envs import env_label
 from rlox.errors import RloxWarning
@@ -61,7 +61,7 @@ def buffer_path(path: str | os.PathLike) -> Path:
     return Path(str(path) + ".buffer.npz")
 
 
-class OffPolicyAlgorithm(Algorithm):
+class OffPolicyAlgorithm(NamedNetworks, Algorithm):
     """Base of SAC, TD3 and DQN.
 
     Args:
@@ -179,14 +179,6 @@ class OffPolicyAlgorithm(Algorithm):
                 torch.from_numpy(b["rewards"]).to(dev), torch.from_numpy(b["next_obs"]).to(dev),
                 1.0 - torch.from_numpy(b["terminated"]).to(dev))
 
-    @abc.abstractmethod
-    def _modules(self) -> dict[str, torch.nn.Module]:
-        """Every module whose weights are saved (name -> module)."""
-
-    @abc.abstractmethod
-    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """Every optimizer whose state is saved (name -> optimizer)."""
-
     def _default_exploration(self) -> Exploration | None:
         """The exploration strategy used when the collector has none (None: the policy explores)."""
         return None
@@ -196,13 +188,6 @@ class OffPolicyAlgorithm(Algorithm):
 
     def _after_collect(self, vector_steps: int) -> None:
         """Hook after each collection phase (DQN updates its target network here)."""
-
-    def _extra_state(self) -> dict[str, Any]:
-        """Tensors or numbers besides modules and optimizers to save (e.g. SAC's log alpha)."""
-        return {}
-
-    def _load_extra_state(self, state: Mapping[str, Any]) -> None:
-        """Restore ``_extra_state``."""
 
     # ------------------------------------------------------------------ set-up helpers
     def _check_action_space(self) -> None:
@@ -422,16 +407,10 @@ class OffPolicyAlgorithm(Algorithm):
         """Scalars to log each iteration besides the losses (epsilon, alpha, ...)."""
         return {}
 
-    def _flush_metrics(self) -> dict[str, float]:
-        """Means of the iteration's per-step metric tensors (one sync), namespaced ``loss/``."""
-        return mean_loss_metrics(self._metrics, self.metric_names)
-
     # ------------------------------------------------------------------ persistence
     def _state_dict(self) -> dict[str, Any]:
         state = {
-            "modules": {k: m.state_dict() for k, m in self._modules().items()},
-            "optimizers": {k: opt.state_dict() for k, opt in self._optimizers().items()},
-            "extra": self._extra_state(),
+            **self._networks_state(),
             "collector": self.collector.state_dict(),
             "updates": {"n_updates": self._n_updates, "n_calls": self._n_calls},
             "buffer": {"included": bool(self._include_buffer), "len": int(len(self.buffer)),
@@ -440,11 +419,7 @@ class OffPolicyAlgorithm(Algorithm):
         return state
 
     def _load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for k, m in self._modules().items():
-            m.load_state_dict(state["modules"][k])
-        for k, opt in self._optimizers().items():
-            opt.load_state_dict(state["optimizers"][k])
-        self._load_extra_state(state.get("extra", {}))
+        self._load_networks_state(state)
         self.collector.load_state_dict(to_numpy_tree(state["collector"]))
         self._n_updates = int(state["updates"]["n_updates"])
         self._n_calls = int(state["updates"]["n_calls"])

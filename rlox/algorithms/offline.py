@@ -38,7 +38,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlox.algorithms.base import Algorithm, mean_loss_metrics
+from rlox.algorithms.base import Algorithm, NamedNetworks
 from rlox.envs import env_label
 from rlox.offline import OfflineDatasetBuffer, resolve_dataset
 
@@ -104,7 +104,7 @@ def _env_spaces(env: Any) -> tuple[gym.Space, gym.Space]:
             made.close()
 
 
-class OfflineAlgorithm(Algorithm):
+class OfflineAlgorithm(NamedNetworks, Algorithm):
     """Base of the offline algorithms.
 
     Args:
@@ -240,21 +240,6 @@ class OfflineAlgorithm(Algorithm):
     def _policy_action(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor:
         """Actions for normalised observations [B, obs_dim]: [B, act_dim] in [-1, 1], or [B] ints."""
 
-    @abc.abstractmethod
-    def _modules(self) -> dict[str, torch.nn.Module]:
-        """Every module whose weights are saved (name -> module)."""
-
-    @abc.abstractmethod
-    def _optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """Every optimizer whose state is saved (name -> optimizer)."""
-
-    def _extra_state(self) -> dict[str, Any]:
-        """Tensors or numbers besides modules and optimizers to save (e.g. log alpha)."""
-        return {}
-
-    def _load_extra_state(self, state: Mapping[str, Any]) -> None:
-        """Restore ``_extra_state``."""
-
     # ------------------------------------------------------------------ dataset
     def _check_dims(self, data: OfflineDatasetBuffer, obs_dim: Any, act_dim: Any) -> None:
         name = type(self).__name__
@@ -373,17 +358,11 @@ class OfflineAlgorithm(Algorithm):
                    "time/gradient_steps_per_s": n / max(elapsed, 1e-9)}
         return metrics, keep_going
 
-    def _flush_metrics(self) -> dict[str, float]:
-        """Means of the iteration's per-step metric tensors (one sync), namespaced ``loss/``."""
-        return mean_loss_metrics(self._metrics, self.metric_names)
-
     # ------------------------------------------------------------------ persistence
     def _state_dict(self) -> dict[str, Any]:
         norm = self._normalizer
         return {
-            "modules": {k: m.state_dict() for k, m in self._modules().items()},
-            "optimizers": {k: opt.state_dict() for k, opt in self._optimizers().items()},
-            "extra": self._extra_state(),
+            **self._networks_state(),
             "updates": {"n_updates": self._n_updates},
             "spaces": {"obs_dim": self.obs_dim, "act_dim": self.act_dim, "discrete": self.discrete,
                        "low": self._act_low, "high": self._act_high, "has_env": self.env_id is not None},
@@ -392,11 +371,7 @@ class OfflineAlgorithm(Algorithm):
         }
 
     def _load_state_dict(self, state: Mapping[str, Any]) -> None:
-        for k, m in self._modules().items():
-            m.load_state_dict(state["modules"][k])
-        for k, opt in self._optimizers().items():
-            opt.load_state_dict(state["optimizers"][k])
-        self._load_extra_state(state.get("extra", {}))
+        self._load_networks_state(state)
         self._n_updates = int(state["updates"]["n_updates"])
         norm = state.get("normalizer")
         if norm is None:
