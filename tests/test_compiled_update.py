@@ -8,6 +8,7 @@ import torch
 
 from rlox import Trainer
 from rlox.algorithms import A2C, PPO
+from rlox.callbacks import Callback
 from rlox.algorithms.hybrid_ppo import HybridPPO
 from rlox.config import PPOConfig
 from rlox.plugins import ENV_REGISTRY
@@ -56,12 +57,20 @@ def test_compiled_update_matches_the_torch_update(env_id, extra):
     rounding, too little to flip a sampled action), the same shuffles, and weights and metrics
     within float32 rounding after three updates of 2 epochs x 4 minibatches. (Torch collection:
     its log probs come from the same float32 forward as the update's, which keeps the two runs
-    within these tolerances; tests/test_hybrid_ppo.py compares them under compiled collection.)"""
-    a = PPO(env_id, seed=3, compiled_update=True, compiled_collection=False, **SMALL, **extra)
-    b = PPO(env_id, seed=3, compiled_update=False, compiled_collection=False, **SMALL, **extra)
+    within these tolerances; tests/test_hybrid_ppo.py compares them under compiled collection.)
+
+    With schedules, the three updates are the first three of a four-iteration run: a run's last
+    update has anneal_clip's clip range at 0 (as SB3's), where the clipped objective keeps a
+    sample's gradient or drops it on the sign of ratio - 1, i.e. on one ulp of log-prob rounding
+    that the two forwards do not share; that update is compared on its schedule values below."""
+    budget = 256 if extra.get("anneal_clip") else 192
+    a = PPO(env_id, seed=3, compiled_update=True, compiled_collection=False, callbacks=[_StopAt(192)],
+            **SMALL, **extra)
+    b = PPO(env_id, seed=3, compiled_update=False, compiled_collection=False, callbacks=[_StopAt(192)],
+            **SMALL, **extra)
     assert a.compiled_update and not b.compiled_update
     np.testing.assert_array_equal(_flat(a), _flat(b))
-    ma, mb = a.train(192), b.train(192)
+    ma, mb = a.train(budget), b.train(budget)
     np.testing.assert_allclose(_flat(a), _flat(b), rtol=1e-4, atol=1e-6)   # (an iteration moves them ~1e-3)
     for key in METRICS:
         assert ma[key] == pytest.approx(mb[key], rel=1e-3, abs=1e-4), key
@@ -69,6 +78,23 @@ def test_compiled_update_matches_the_torch_update(env_id, extra):
     assert ma["clip_range"] == mb["clip_range"] and ma["learning_rate"] == mb["learning_rate"]
     assert a.torch_gen.get_state().equal(b.torch_gen.get_state())   # the same shuffles drawn
     assert a.num_timesteps == b.num_timesteps == 192
+    if extra.get("anneal_clip"):     # the third of four updates: 1/4 of the run left
+        assert ma["clip_range"] == pytest.approx(0.25 * a.config.clip_eps)
+        assert ma["learning_rate"] == pytest.approx(0.5 * a.config.learning_rate)
+        ma, mb = a.train(64), b.train(64)    # a run's last update: clip range at its floor
+        assert ma["clip_range"] == mb["clip_range"] == pytest.approx(0.0, abs=1e-7)
+        assert ma["n_updates"] == mb["n_updates"] == 8
+
+
+class _StopAt(Callback):
+    """Stops a run once ``steps`` env steps are done (after that iteration's update)."""
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+
+    def on_update(self, metrics):
+        return self.num_timesteps < self.steps
 
 
 @pytest.mark.parametrize("cls, atol", [(PPO, 1e-6), (HybridPPO, 5e-6)], ids=["ppo", "hybrid_ppo"])
