@@ -152,13 +152,19 @@ def load_runs(runs_path: Path = RUNS) -> list[dict[str, Any]]:
 
 
 def store_run(run: dict[str, Any], runs_path: Path = RUNS) -> None:
-    """Add ``run`` to the runs file (replacing one with the same key), atomically."""
-    mine = json.loads(runs_path.read_text()) if runs_path.is_file() else []
-    mine = [r for r in mine if _key(r) != _key(run)] + [run]
+    """Add ``run`` to the runs file (replacing one with the same key), atomically. A lock file
+    serialises the read-modify-write, so suite processes run side by side (one per core) do not
+    drop each other's runs."""
+    import fcntl
+
     runs_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = runs_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(mine, indent=1))
-    os.replace(tmp, runs_path)
+    with open(runs_path.with_suffix(".json.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        mine = json.loads(runs_path.read_text()) if runs_path.is_file() else []
+        mine = [r for r in mine if _key(r) != _key(run)] + [run]
+        tmp = runs_path.with_suffix(f".json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(mine, indent=1))
+        os.replace(tmp, runs_path)
 
 
 def _commit() -> str:

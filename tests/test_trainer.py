@@ -215,11 +215,18 @@ def test_evaluate_helper():
 @pytest.mark.slow
 @real
 def test_preset_ppo_learns_cartpole():
-    """The guide's call with its preset learns quickly (a CI-sized budget, real threshold)."""
-    trainer = Trainer("ppo", env="CartPole-v1", seed=42)
-    trainer.train(total_timesteps=20_000)
-    res = trainer.evaluate(n_episodes=5, deterministic=True)
-    assert res["mean_reward"] >= 150, res
+    """The guide's call with its preset learns quickly (a CI-sized budget, real threshold).
+
+    One seed at 20k steps sat on the threshold: seed 42 scored 135 at one BLAS thread and 303
+    at two (the summation order changes the run). Three seeds at 50k steps (~1.3 s each) and
+    the median against CartPole's "solved" 195 test the same thing without the coin flip.
+    """
+    scores = []
+    for seed in (42, 43, 44):
+        trainer = Trainer("ppo", env="CartPole-v1", seed=seed)
+        trainer.train(total_timesteps=50_000)
+        scores.append(trainer.evaluate(n_episodes=5, deterministic=True)["mean_reward"])
+    assert float(np.median(scores)) >= 195, scores
 
 
 @real
