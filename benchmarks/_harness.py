@@ -18,7 +18,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 RESULTS = Path(__file__).resolve().parent / "results"
 QUICK = os.environ.get("RLOX_BENCH_QUICK", "0") not in ("", "0")
@@ -135,6 +135,24 @@ class Table:
                 for r in self.rows]
         (RESULTS / f"{self.name}.json").write_text(json.dumps(data, indent=2))
         print(f"wrote {md.relative_to(RESULTS.parent.parent)}")
+
+
+def store_run(run: dict[str, Any], runs_path: Path, same: Callable[[dict[str, Any], dict[str, Any]], bool]
+              ) -> None:
+    """Add ``run`` to the JSON list in ``runs_path``, replacing any run ``same`` says is the same
+    case, atomically (tmp file + ``os.replace``: a failed write never corrupts the file). A lock
+    file serialises the read-modify-write, so benchmark processes run side by side (one per
+    core) do not drop each other's runs."""
+    import fcntl
+
+    runs_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(runs_path.with_suffix(".json.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        mine = json.loads(runs_path.read_text()) if runs_path.is_file() else []
+        mine = [r for r in mine if not same(r, run)] + [run]
+        tmp = runs_path.with_suffix(f".json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(mine, indent=1))
+        os.replace(tmp, runs_path)
 
 
 def header(title: str) -> None:

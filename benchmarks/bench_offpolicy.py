@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import QUICK, RESULTS, Table, header  # noqa: E402
+from _harness import QUICK, RESULTS, Table, header, store_run as _store_run  # noqa: E402
 
 from rlox.evaluation import evaluate_policy, interquartile_mean, stratified_bootstrap_ci  # noqa: E402
 from rlox.algorithms.off_policy import _cpu_has_fast_bf16  # noqa: E402
@@ -118,12 +118,7 @@ def load_runs() -> list[dict[str, Any]]:
 
 
 def store_run(run: dict[str, Any]) -> None:
-    mine = json.loads(RUNS.read_text()) if RUNS.is_file() else []
-    runs = [r for r in mine if not _same(r, run)] + [run]
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    tmp = RUNS.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(runs, indent=1))
-    os.replace(tmp, RUNS)
+    _store_run(run, RUNS, _same)
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import RESULTS  # noqa: E402
+from _harness import RESULTS, store_run as _store_run  # noqa: E402
 
 from rlox.evaluation import evaluate_policy, interquartile_mean, stratified_bootstrap_ci  # noqa: E402
 from rlox.presets import get_preset  # noqa: E402
@@ -152,19 +152,8 @@ def load_runs(runs_path: Path = RUNS) -> list[dict[str, Any]]:
 
 
 def store_run(run: dict[str, Any], runs_path: Path = RUNS) -> None:
-    """Add ``run`` to the runs file (replacing one with the same key), atomically. A lock file
-    serialises the read-modify-write, so suite processes run side by side (one per core) do not
-    drop each other's runs."""
-    import fcntl
-
-    runs_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(runs_path.with_suffix(".json.lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        mine = json.loads(runs_path.read_text()) if runs_path.is_file() else []
-        mine = [r for r in mine if _key(r) != _key(run)] + [run]
-        tmp = runs_path.with_suffix(f".json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(mine, indent=1))
-        os.replace(tmp, runs_path)
+    """Add ``run`` to the runs file (replacing one with the same key), atomically and under a lock."""
+    _store_run(run, runs_path, lambda a, b: _key(a) == _key(b))
 
 
 def _commit() -> str:

@@ -355,21 +355,28 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
     } for algo in ("mappo", "ippo") for env_id in ("spread_v3", "simple_spread_v3", "speaker_listener_v4",
                                                    "simple_speaker_listener_v4")},
     # --- RecurrentPPO (zoo hyperparams/ppo_lstm.yml, sb3-contrib's RecurrentPPO) ------------
-    # The policy is sb3-contrib's default MlpLstmPolicy (256-unit LSTMs, [64, 64] heads), which
-    # is RecurrentPPOConfig's default too; vf_coef x 2 and clip_vloss=False as for PPO above.
-    # CartPoleNoVel-v1: as PPO's CartPole-v1 preset (zoo: 1e5 steps).
+    # Both masked tasks use the zoo's policy_kwargs: ortho_init=False, ReLU, lstm_hidden_size 64,
+    # enable_critic_lstm, net_arch pi=[64] vf=[64] (one 64-unit layer per head); vf_coef x 2 and
+    # clip_vloss=False as for PPO above; sb3-contrib's max_grad_norm 0.5.
+    # CartPoleNoVel-v1: n_envs 8, n_steps 32, batch 256, 20 epochs, gamma 0.98, lambda 0.8,
+    # lin_1e-3, lin_0.2, ent 0, normalize obs only (norm_reward False); zoo: 1e5 steps.
     ("recurrent_ppo", "CartPoleNoVel-v1"): {
         "n_envs": 8, "n_steps": 32, "batch_size": 256, "n_epochs": 20,
         "gamma": 0.98, "gae_lambda": 0.8, "learning_rate": 1e-3, "anneal_lr": True,
         "clip_eps": 0.2, "anneal_clip": True, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
+        "normalize_obs": True, "normalize_rewards": False,
+        "lstm_hidden_size": 64, "hidden": [64], "activation": "relu", "ortho_init": False,
     },
-    # PendulumNoVel-v1: n_envs 4, n_steps 1024, 10 epochs, gamma 0.9, lambda 0.95, lr 1e-3,
-    # clip 0.2 (zoo: 1e5 steps). The zoo also turns on gSDE (sample freq 4), which rlox's
-    # RecurrentPPO does not implement: plain Gaussian noise here.
+    # PendulumNoVel-v1 (tuned): normalize (obs and reward), n_envs 4, n_steps 1024, batch 128
+    # (the default), 10 epochs, gamma 0.9, lambda 0.95, lr 1e-3, clip 0.2, ent 0; zoo: 1e5 steps.
+    # The zoo also turns on gSDE (sample freq 4), which rlox's RecurrentPPO does not implement:
+    # plain Gaussian noise here (benchmarks/bench_recurrent.py gives sb3-contrib the same).
     ("recurrent_ppo", "PendulumNoVel-v1"): {
         "n_envs": 4, "n_steps": 1024, "batch_size": 128, "n_epochs": 10,
         "gamma": 0.9, "gae_lambda": 0.95, "learning_rate": 1e-3, "anneal_lr": False,
         "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
+        "normalize_obs": True, "normalize_rewards": True,
+        "lstm_hidden_size": 64, "hidden": [64], "activation": "relu", "ortho_init": False,
     },
     # --- DreamerV3 (no zoo entry; rlox's runs, benchmarks/bench_dreamer.py) -----------------
     # Pendulum-v1: the XS model (the config default) at train_ratio 96 instead of the paper's 512
