@@ -40,9 +40,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 RUNS = RESULTS / os.environ.get("RLOX_BENCH_RUNS", "recurrent_runs.json")
 EVAL_EPISODES = 10
 LIBS = {"rlox": "rlox RecurrentPPO", "sb3c": "sb3-contrib RecurrentPPO", "ppo": "rlox PPO (no memory)"}
-# The settings a run was made with: "zoo" = the presets' full zoo policy_kwargs and
-# normalisation; "zoo-v0" = the first table's (zoo schedule, but Tanh [64, 64] heads without
-# the zoo's normalisation, lstm 64 on both sides; 2026-12-04).
+# The settings a run was made with: "zoo" = the presets' full zoo settings (policy_kwargs,
+# normalisation, gSDE on PendulumNoVel); "zoo, no gSDE" = the same with plain Gaussian noise
+# (PendulumNoVel before rlox's RecurrentPPO had gSDE); "zoo-v0" = the first table's (zoo
+# schedule, but Tanh [64, 64] heads without the zoo's normalisation, lstm 64; 2026-12-04).
 SETTINGS = "zoo"
 
 
@@ -123,6 +124,7 @@ def run_sb3c(env_id: str, seed: int, budget: int, lstm: int | None) -> tuple[flo
         n_epochs=p["n_epochs"], gamma=p["gamma"], gae_lambda=p["gae_lambda"],
         learning_rate=lin(p["learning_rate"], p["anneal_lr"]), clip_range=lin(p["clip_eps"], p["anneal_clip"]),
         ent_coef=p["ent_coef"], vf_coef=p["vf_coef"] / 2, max_grad_norm=p.get("max_grad_norm", 0.5),
+        use_sde=p.get("use_sde", False), sde_sample_freq=p.get("sde_sample_freq", -1),
         policy_kwargs={"lstm_hidden_size": lstm or p.get("lstm_hidden_size", 256),
                        "net_arch": {"pi": hidden, "vf": hidden},
                        "activation_fn": {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}[p.get("activation", "tanh")],
@@ -155,8 +157,9 @@ def report() -> str:
              f"{EVAL_EPISODES} deterministic evaluation episodes after training (state carried, reset "
              "seeds 1000-1009); steps/s: training wall clock. Runs made in one or two processes on a "
              "shared 2-core machine (speeds are noisy; compare the ratio). Settings `zoo`: the zoo's "
-             "policy_kwargs (ReLU, LSTM 64, one 64-unit layer per head, no orthogonal init) and its "
-             "normalisation, without gSDE on either side; `zoo-v0`: Tanh [64, 64] heads, no "
+             "policy_kwargs (ReLU, LSTM 64, one 64-unit layer per head, no orthogonal init), its "
+             "normalisation and, on PendulumNoVel, gSDE (new noise every 4 steps); `zoo, no gSDE`: the "
+             "same with plain Gaussian noise on both sides; `zoo-v0`: Tanh [64, 64] heads, no "
              "normalisation, LSTM 64.", "",
              "| env | budget | settings | algorithm | seeds | return per seed | IQM return | steps/s (mean) "
              "| steps/s vs sb3-contrib |", "|---|---|---|---|---|---|---|---|---|"]

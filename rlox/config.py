@@ -862,9 +862,6 @@ class RecurrentPPOConfig(_OnPolicyConfig):
 
     def validate(self) -> None:
         super().validate()
-        if self.use_sde:
-            raise ValueError("RecurrentPPOConfig.use_sde = True is not supported (gSDE noise over LSTM "
-                             "features is not implemented); set use_sde=False")
         if self.shared_lstm and self.enable_critic_lstm:
             raise ValueError("RecurrentPPOConfig: shared_lstm=True and enable_critic_lstm=True ask for both a "
                              "shared and a separate critic LSTM; set enable_critic_lstm=False to share the "

@@ -368,14 +368,13 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "lstm_hidden_size": 64, "hidden": [64], "activation": "relu", "ortho_init": False,
     },
     # PendulumNoVel-v1 (tuned): normalize (obs and reward), n_envs 4, n_steps 1024, batch 128
-    # (the default), 10 epochs, gamma 0.9, lambda 0.95, lr 1e-3, clip 0.2, ent 0; zoo: 1e5 steps.
-    # The zoo also turns on gSDE (sample freq 4), which rlox's RecurrentPPO does not implement:
-    # plain Gaussian noise here (benchmarks/bench_recurrent.py gives sb3-contrib the same).
+    # (the default), 10 epochs, gamma 0.9, lambda 0.95, lr 1e-3, clip 0.2, ent 0, gSDE with new
+    # noise every 4 steps; zoo: 1e5 steps.
     ("recurrent_ppo", "PendulumNoVel-v1"): {
         "n_envs": 4, "n_steps": 1024, "batch_size": 128, "n_epochs": 10,
         "gamma": 0.9, "gae_lambda": 0.95, "learning_rate": 1e-3, "anneal_lr": False,
         "clip_eps": 0.2, "anneal_clip": False, "ent_coef": 0.0, "clip_vloss": False, "vf_coef": 1.0,
-        "normalize_obs": True, "normalize_rewards": True,
+        "normalize_obs": True, "normalize_rewards": True, "use_sde": True, "sde_sample_freq": 4,
         "lstm_hidden_size": 64, "hidden": [64], "activation": "relu", "ortho_init": False,
     },
     # --- DreamerV3 (no zoo entry; rlox's runs, benchmarks/bench_dreamer.py) -----------------

@@ -46,6 +46,7 @@ def trained(tmp_path_factory):
         "lstm": RecurrentPPO("CartPoleNoVel-v1", seed=0, **RPPO),
         "lstm_norm": RecurrentPPO("CartPoleNoVel-v1", seed=1, normalize_obs=True, **RPPO),
         "lstm_gauss_norm": RecurrentPPO("PendulumNoVel-v1", seed=2, normalize_obs=True, **RPPO),
+        "lstm_gsde": RecurrentPPO("PendulumNoVel-v1", seed=3, use_sde=True, sde_sample_freq=4, **RPPO),
         "rssm": DreamerV3("Pendulum-v1", seed=0, **DREAMER),
         "rssm_discrete": DreamerV3("CartPole-v1", seed=0, **DREAMER),
     }
@@ -93,8 +94,8 @@ def lockstep(algo, policy, env_id, n_envs=2, steps=230):
 
 
 @pytest.mark.parametrize("name, env_id", [("lstm", "CartPoleNoVel-v1"), ("lstm_norm", "CartPoleNoVel-v1"),
-                                          ("lstm_gauss_norm", "PendulumNoVel-v1"), ("rssm", "Pendulum-v1"),
-                                          ("rssm_discrete", "CartPole-v1")])
+                                          ("lstm_gauss_norm", "PendulumNoVel-v1"), ("lstm_gsde", "PendulumNoVel-v1"),
+                                          ("rssm", "Pendulum-v1"), ("rssm_discrete", "CartPole-v1")])
 def test_artifact_acts_as_the_algorithm_across_episodes(trained, name, env_id):
     algo, path = trained[name]
     policy = InferencePolicy.load(path)

@@ -45,10 +45,11 @@ def test_masked_envs_match_their_base_with_velocities_zeroed(env_id, base, maske
 
 
 # ---------------------------------------------------------------- sequences
-def _collect(seed=0, **kw):
-    model = RecurrentPPO("CartPoleNoVel-v1", seed=seed, **{**TINY, **kw})
+def _collect(seed=0, env_id="CartPoleNoVel-v1", **kw):
+    model = RecurrentPPO(env_id, seed=seed, **{**TINY, **kw})
     model.policy.train(False)
-    return model, model.collector.collect(model.policy, model.config.n_steps, generator=model.torch_gen)
+    return model, model.collector.collect(model.policy, model.config.n_steps, generator=model.torch_gen,
+                                          sde_sample_freq=model.config.sde_sample_freq)
 
 
 def test_sequence_minibatches_keep_time_order_and_cover_the_rollout():
@@ -135,9 +136,53 @@ def test_continuous_actions_and_critic_options():
         assert model.policy.n_state == (4 if not opts else 2)
 
 
+def test_gsde_noise_is_held_for_sde_sample_freq_steps_and_replays():
+    """gSDE over the LSTM features: one noise matrix per env, redrawn every sde_sample_freq
+    steps; the recorded log-probs are recovered from the sequences (the std depends on the
+    features, not on the drawn noise), and a checkpoint keeps the current matrices."""
+    model = RecurrentPPO("PendulumNoVel-v1", seed=0, use_sde=True, sde_sample_freq=4,
+                         **{**TINY, "n_envs": 2, "n_steps": 16})
+    assert model.policy.use_sde and model.policy.heads.log_std.shape == (8, 1)
+    draws = []
+    real = model.policy.heads.reset_noise
+    model.policy.heads.reset_noise = lambda n, g=None: (draws.append(n), real(n, g))
+    model.train(32)
+    assert draws == [2, 2, 2, 2]            # steps 0, 4, 8, 12 of the one 16-step rollout
+    model.policy.heads.reset_noise = real
+    assert model.policy.sde_noise.shape == (2, 8, 1)
+    model, batch = _collect(seed=3, env_id="PendulumNoVel-v1", n_envs=2, n_steps=30, use_sde=True,
+                            sde_sample_freq=5)
+    obs = batch.obs.reshape(len(batch), -1)
+    for mb in sequence_minibatches(batch, 17, torch.Generator().manual_seed(0)):
+        obs_seq = obs.new_zeros(mb.max_len, mb.n_seq, obs.shape[1])
+        obs_seq[mb.pos, mb.seq] = obs[mb.rows]
+        logp, _, _ = model.policy.evaluate_sequences(obs_seq, batch.states[mb.starts],
+                                                     batch.episode_starts[mb.starts], mb.pos, mb.seq,
+                                                     batch.actions[mb.rows])
+        torch.testing.assert_close(logp, batch.log_probs[mb.rows], atol=1e-4, rtol=1e-4)
+
+
+def test_gsde_checkpoint_keeps_the_noise_and_resumes_exactly(tmp_path):
+    cfg = {**TINY, "n_envs": 2, "n_steps": 16, "use_sde": True, "sde_sample_freq": 3}
+    straight = RecurrentPPO("PendulumNoVel-v1", seed=5, **cfg)
+    straight.train(4 * 32)
+    first = RecurrentPPO("PendulumNoVel-v1", seed=5, **cfg)
+    first._run_start, first._run_end = 0, 4 * 32
+    for _ in range(2):
+        first._iteration()
+        first.iterations += 1
+    first.save(tmp_path / "rppo_sde.pt")
+    resumed = RecurrentPPO.load(tmp_path / "rppo_sde.pt")
+    assert resumed.config.use_sde
+    torch.testing.assert_close(resumed.policy.sde_noise, first.policy.sde_noise)
+    resumed.train(resume=True)
+    for p, q in zip(straight.policy.parameters(), resumed.policy.parameters()):
+        torch.testing.assert_close(p, q)
+
+
 def test_config_errors():
-    with pytest.raises(ValueError, match="RecurrentPPOConfig.use_sde = True is not supported"):
-        RecurrentPPO("PendulumNoVel-v1", use_sde=True)
+    with pytest.raises(ValueError, match="use_sde \\(gSDE\\) needs a continuous \\(Box\\) action space"):
+        RecurrentPPO("CartPoleNoVel-v1", use_sde=True)
     with pytest.raises(ValueError, match="shared_lstm=True and enable_critic_lstm=True"):
         RecurrentPPO("CartPoleNoVel-v1", shared_lstm=True)
     with pytest.raises(ValueError, match="RecurrentPPOConfig.lstm_hidden_size"):

@@ -68,6 +68,9 @@ class RecurrentActorCritic(nn.Module):
         lstm_hidden_size, n_lstm_layers: LSTM size.
         enable_critic_lstm, shared_lstm: the critic's input (see the module docstring).
         hidden, activation, ortho_init, log_std_init: the heads (as ``rlox.policies``).
+        use_sde: gSDE exploration for Box actions (``rlox.policies.ContinuousPolicy``): the
+            noise is the actor head's last hidden features (read from the LSTM output) times a
+            noise matrix per env, redrawn every ``sde_sample_freq`` steps, as sb3-contrib.
     """
 
     recurrent = True
@@ -75,7 +78,7 @@ class RecurrentActorCritic(nn.Module):
     def __init__(self, observation_space: gym.Space, action_space: gym.Space, *, lstm_hidden_size: int = 256,
                  n_lstm_layers: int = 1, enable_critic_lstm: bool = True, shared_lstm: bool = False,
                  hidden: Any = 64, activation: str = "tanh", ortho_init: bool = True,
-                 log_std_init: float = 0.0) -> None:
+                 log_std_init: float = 0.0, use_sde: bool = False) -> None:
         super().__init__()
         if not isinstance(observation_space, gym.spaces.Box):
             raise TypeError(f"RecurrentPPO needs a Box observation space, got {observation_space}; wrap the env "
@@ -101,9 +104,26 @@ class RecurrentActorCritic(nn.Module):
         # The heads are PPO's actor/critic MLPs, reading H LSTM features instead of observations.
         features = gym.spaces.Box(-np.inf, np.inf, (H,), np.float32)
         self.heads = make_policy(features, action_space, algorithm="RecurrentPPO", hidden=hidden,
-                                 activation=activation, ortho_init=ortho_init, log_std_init=log_std_init)
+                                 activation=activation, ortho_init=ortho_init, log_std_init=log_std_init,
+                                 use_sde=use_sde)
         self.discrete = self.heads.discrete
+        self.use_sde = bool(getattr(self.heads, "use_sde", False))
         self.n_state = 4 if self.lstm_critic is not None else 2
+
+    # gSDE lives in the head (the collector calls reset_noise; checkpoints keep sde_noise).
+    def reset_noise(self, n: int, generator: torch.Generator | None = None) -> None:
+        """gSDE: ``n`` new noise matrices (one per env); a no-op without gSDE."""
+        if self.use_sde:
+            self.heads.reset_noise(n, generator)
+
+    @property
+    def sde_noise(self) -> torch.Tensor | None:
+        return getattr(self.heads, "sde_noise", None)
+
+    @sde_noise.setter
+    def sde_noise(self, value: torch.Tensor | None) -> None:
+        if self.use_sde:
+            self.heads.sde_noise = value
 
     def initial_state(self, n: int) -> torch.Tensor:
         """Zeros ``[n, k, n_lstm_layers, lstm_hidden_size]`` (the state at an episode start)."""
@@ -269,7 +289,7 @@ class RecurrentPPO(OnPolicyAlgorithm):
                                     lstm_hidden_size=cfg.lstm_hidden_size, n_lstm_layers=cfg.n_lstm_layers,
                                     enable_critic_lstm=cfg.enable_critic_lstm, shared_lstm=cfg.shared_lstm,
                                     hidden=cfg.hidden, activation=cfg.activation, ortho_init=cfg.ortho_init,
-                                    log_std_init=cfg.log_std_init)
+                                    log_std_init=cfg.log_std_init, use_sde=cfg.use_sde)
 
     def _setup_optimizers(self) -> None:
         cfg = self.config
