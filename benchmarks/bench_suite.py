@@ -261,11 +261,14 @@ def sb3_trpo(env_id: str, seed: int, cfg: dict[str, Any]):
                          f"this config has ent_coef={c.ent_coef}, max_grad_norm={c.max_grad_norm} (expected "
                          f"0 and <= 0, as the presets set)")
     env = _sb3_env(env_id, seed, c)
+    # sb3-contrib averages a sample's KL over the action components (kl_reduction "mean"); rlox's
+    # "sum" over d components at (max_kl, damping) is sb3-contrib's run at (max_kl / d, damping / d).
+    d = int(np.prod(env.action_space.shape)) if c.kl_reduction == "sum" and env.action_space.shape else 1
     model = TRPO("MlpPolicy", env, seed=seed, verbose=0, device="cpu", n_steps=c.n_steps,
                  batch_size=c.batch_size, learning_rate=_sb3_lr(c), gamma=c.gamma, gae_lambda=c.gae_lambda,
-                 cg_max_steps=c.cg_iters, cg_damping=c.cg_damping, line_search_shrinking_factor=c.line_search_shrink,
+                 cg_max_steps=c.cg_iters, cg_damping=c.cg_damping / d, line_search_shrinking_factor=c.line_search_shrink,
                  line_search_max_iter=c.line_search_steps, n_critic_updates=c.vf_epochs,
-                 normalize_advantage=c.normalize_advantages, target_kl=c.max_kl, use_sde=c.use_sde,
+                 normalize_advantage=c.normalize_advantages, target_kl=c.max_kl / d, use_sde=c.use_sde,
                  sde_sample_freq=c.sde_sample_freq, policy_kwargs=_sb3_policy_kwargs(c))
     return model, env
 

@@ -374,6 +374,9 @@ class TRPOConfig(_OnPolicyConfig):
     anneal_lr: bool = _f(False, "decay the critic learning rate linearly to 0 over the run")
     ent_coef: float = _f(0.0, "entropy bonus coefficient", ge=0)
     max_kl: float = _f(0.01, "trust region: max mean KL(old || new) per update", gt=0)
+    kl_reduction: Literal["mean", "sum"] = _f(
+        "mean", "how a sample's KL over independent action components enters max_kl: 'mean' (sb3-contrib's, "
+        "the zoo's target_kl values assume it) or 'sum' (the joint distribution's KL, as the paper)")
     cg_iters: int = _f(15, "conjugate-gradient iterations", ge=1)
     cg_damping: float = _f(0.1, "damping added to the Fisher-vector product", ge=0)
     line_search_steps: int = _f(10, "backtracking line-search steps", ge=1)

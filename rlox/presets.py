@@ -205,7 +205,9 @@ PRESETS: dict[tuple[str, str], dict[str, Any]] = {
         "normalize_obs": True, "normalize_rewards": True,
     } for name in ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Humanoid", "Swimmer") for version in ("v4", "v5")},
     # --- TRPO (zoo hyperparams/trpo.yml, sb3-contrib's TRPO) ---------------------------------
-    # Field names: n_critic_updates -> vf_epochs, cg_max_steps -> cg_iters, target_kl -> max_kl,
+    # Field names: n_critic_updates -> vf_epochs, cg_max_steps -> cg_iters, target_kl -> max_kl
+    # (sb3-contrib averages a sample's KL over the action components: TRPOConfig's default
+    # kl_reduction "mean" is that, so the zoo's values mean the same trust region here),
     # learning_rate (the critic's) and batch_size (the critic's minibatch) as they are. Unset
     # keys are sb3-contrib's defaults: n_steps 2048, batch 128, lr 1e-3, gamma 0.99, lambda 0.95,
     # 15 CG steps, damping 0.1, max_kl 0.01, 10 critic epochs, advantage normalisation, [64, 64]

@@ -97,3 +97,10 @@ def test_sb3_twins_of_a2c_and_trpo_carry_the_preset():
     assert isinstance(env, VecNormalize)
     with pytest.raises(ValueError, match="no entropy bonus"):
         bench_suite.sb3_trpo("CartPole-v1", 0, {"ent_coef": 0.01, "max_grad_norm": 0.0})
+    # rlox's kl_reduction "sum" over Hopper's 3 action components is sb3-contrib's per-component
+    # mean with the trust region and damping divided by 3; "mean" (the default) passes through.
+    model, _ = bench_suite.sb3_trpo("Hopper-v5", 0, {"kl_reduction": "sum", "max_kl": 0.03, "cg_damping": 0.3,
+                                                     "max_grad_norm": 0.0})
+    assert (model.target_kl, model.cg_damping) == (pytest.approx(0.01), pytest.approx(0.1))
+    model, _ = bench_suite.sb3_trpo("Hopper-v5", 0, {"max_kl": 0.03, "cg_damping": 0.3, "max_grad_norm": 0.0})
+    assert (model.target_kl, model.cg_damping) == (pytest.approx(0.03), pytest.approx(0.3))

@@ -202,6 +202,47 @@ def test_trpo_rejects_dict_action_space():
         TRPO("test/DictActions-v0", n_envs=1)
 
 
+class _Reach3(gym.Env):
+    """3-D actions rewarded for matching the observation: a multi-component Box for TRPO's KL."""
+    observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t, self._obs = 0, self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self._obs, {}
+
+    def step(self, action):
+        reward = -float(np.sum((np.asarray(action) - self._obs) ** 2))
+        self._t += 1
+        self._obs = self.np_random.uniform(-1, 1, 3).astype(np.float32)
+        return self._obs, reward, False, self._t >= 16, {}
+
+
+def test_trpo_kl_reduction_mean_is_sum_with_the_region_scaled():
+    """kl_reduction="mean" (sb3-contrib's) averages a sample's KL over the 3 action components:
+    the same run as "sum" with max_kl and cg_damping times 3, and not the same as "sum" unscaled."""
+    from rlox.plugins import ENV_REGISTRY
+    ENV_REGISTRY.register("test/Reach3-v0", _Reach3, override=True)
+    base = dict(n_envs=2, n_steps=64, vf_epochs=1, batch_size=64, seed=3)
+
+    def run(**cfg):
+        algo = TRPO("test/Reach3-v0", **base, **cfg)
+        metrics = algo.train(256)
+        return _params(algo), metrics
+
+    mean, m_mean = run(kl_reduction="mean", max_kl=0.01, cg_damping=0.1)
+    scaled, m_scaled = run(kl_reduction="sum", max_kl=0.03, cg_damping=0.3)
+    plain, _ = run(kl_reduction="sum", max_kl=0.01, cg_damping=0.1)
+    assert torch.allclose(mean, scaled, atol=1e-5)
+    assert m_mean["kl"] == pytest.approx(m_scaled["kl"] / 3, rel=1e-3) and m_mean["kl"] > 0
+    assert not torch.allclose(mean, plain, atol=1e-3)
+    assert TRPO("test/Reach3-v0", **base)._kl_components() == 3
+    assert TRPO("CartPole-v1", n_envs=1, n_steps=8)._kl_components() == 1
+    with pytest.raises(ValueError, match="kl_reduction"):
+        TRPO("test/Reach3-v0", kl_reduction="max")
+
+
 def test_loading_wrong_files(tmp_path):
     algo = PPO("CartPole-v1", **SMALL[PPO])
     algo.save(tmp_path / "ppo.pt")

@@ -12,6 +12,11 @@ Reading order: config -> networks -> rollout -> advantages -> update.
     2. solve F x = g by conjugate gradient, F the Fisher matrix, used only through
        Fisher-vector products F v = grad((grad KL) . v) + damping * v;
     3. full step s = sqrt(2 * max_kl / (x . F x)) * x;
+       KL here is per sample, over the action's independent components either averaged
+       (``kl_reduction="mean"``, sb3-contrib's ``kl_divergence(...).mean()``, which the zoo's
+       target_kl values were tuned with) or summed (``"sum"``: the joint distribution's KL, as in
+       the paper). With d components, "sum" at (d * max_kl, d * cg_damping) takes the same step
+       as "mean" at (max_kl, cg_damping);
     4. backtracking line search on theta + shrink^k * s: accept the first step whose mean
        KL(old || new) <= max_kl and whose surrogate improves; otherwise keep theta.
   Then the critic: ``vf_epochs`` epochs of minibatch regression on the returns.
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
@@ -73,6 +80,21 @@ class TRPO(OnPolicyAlgorithm):
         self.actor_params = [p for p in self.policy.parameters() if id(p) not in critic_ids]
         self.optimizers = {"critic": adam(self.policy.critic.parameters(), self.config.learning_rate)}
 
+    def _kl_components(self) -> int:
+        """Independent action components the per-sample KL is a sum over (1 for Discrete)."""
+        space = self.action_space
+        if isinstance(space, gym.spaces.Box):
+            return int(np.prod(space.shape))
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return int(space.nvec.size)
+        if isinstance(space, gym.spaces.MultiBinary):
+            return int(np.prod(space.shape))
+        return 1
+
+    def _mean_kl(self, old_params: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+        kl = self.policy.kl(old_params, self.policy.dist_params(obs)).mean()
+        return kl / self._kl_components() if self.config.kl_reduction == "mean" else kl
+
     def _surrogate(self, batch: RolloutBatch, adv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         log_probs, entropy = self.policy.get_logprob_and_entropy(batch.obs, batch.actions)
         ratio = (log_probs - batch.log_probs).exp()
@@ -92,7 +114,7 @@ class TRPO(OnPolicyAlgorithm):
         g = parameters_to_vector(torch.autograd.grad(surr, params))
 
         # 2. Fisher-vector products through the Hessian of the mean KL (Pearlmutter trick).
-        kl = policy.kl(old_params, policy.dist_params(batch.obs)).mean()
+        kl = self._mean_kl(old_params, batch.obs)
         grad_kl = parameters_to_vector(torch.autograd.grad(kl, params, create_graph=True))
 
         def fisher_vector(v: torch.Tensor) -> torch.Tensor:
@@ -113,7 +135,7 @@ class TRPO(OnPolicyAlgorithm):
             for k in range(cfg.line_search_steps):
                 vector_to_parameters(theta + (cfg.line_search_shrink ** k) * step, params)
                 new_surr, _ = self._surrogate(batch, adv)
-                new_kl = float(policy.kl(old_params, policy.dist_params(batch.obs)).mean())
+                new_kl = float(self._mean_kl(old_params, batch.obs))
                 improvement = float(new_surr - surr)
                 if new_kl <= cfg.max_kl and improvement > 0:
                     accepted = True
