@@ -78,7 +78,8 @@ class TRPO(OnPolicyAlgorithm):
     def _setup_optimizers(self) -> None:
         critic_ids = {id(p) for p in self.policy.critic.parameters()}
         self.actor_params = [p for p in self.policy.parameters() if id(p) not in critic_ids]
-        self.optimizers = {"critic": adam(self.policy.critic.parameters(), self.config.learning_rate)}
+        # eps 1e-5: SB3's ActorCriticPolicy default for Adam, which sb3-contrib's critic steps use.
+        self.optimizers = {"critic": adam(self.policy.critic.parameters(), self.config.learning_rate, eps=1e-5)}
 
     def _kl_components(self) -> int:
         """Independent action components the per-sample KL is a sum over (1 for Discrete)."""
