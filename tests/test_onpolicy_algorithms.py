@@ -243,6 +243,51 @@ def test_trpo_kl_reduction_mean_is_sum_with_the_region_scaled():
         TRPO("test/Reach3-v0", kl_reduction="max")
 
 
+def test_trpo_update_equals_sb3_contribs():
+    """One natural-gradient step from the same weights on the same rollout moves the actor as
+    sb3-contrib's TRPO does (the default kl_reduction, 3 action components, a non-zero log std)."""
+    pytest.importorskip("sb3_contrib")
+    from sb3_contrib import TRPO as SB3TRPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import configure
+
+    from rlox.plugins import ENV_REGISTRY
+    ENV_REGISTRY.register("test/Reach3-v0", _Reach3, override=True)
+    n = 256
+    algo = TRPO("test/Reach3-v0", n_envs=1, n_steps=n, seed=1, vf_epochs=1, batch_size=n, cg_iters=20,
+                max_kl=0.02, max_grad_norm=0.0)
+    with torch.no_grad():
+        algo.policy.log_std.copy_(torch.tensor([-0.5, 0.0, 0.3]))
+    batch = algo._collect_rollout()
+    theirs = SB3TRPO("MlpPolicy", make_vec_env(_Reach3, n_envs=1, seed=1), n_steps=n, batch_size=n,
+                     n_critic_updates=1, cg_max_steps=20, target_kl=0.02, cg_damping=0.1, seed=1, device="cpu")
+    theirs.set_logger(configure(None, []))
+    sb, mine = theirs.policy, algo.policy
+    pairs = [(sb.mlp_extractor.policy_net[0], mine.actor[0]), (sb.mlp_extractor.policy_net[2], mine.actor[2]),
+             (sb.action_net, mine.actor[4]), (sb.mlp_extractor.value_net[0], mine.critic[0]),
+             (sb.mlp_extractor.value_net[2], mine.critic[2]), (sb.value_net, mine.critic[4])]
+    with torch.no_grad():
+        for a, b in pairs:
+            a.weight.copy_(b.weight)
+            a.bias.copy_(b.bias)
+        sb.log_std.copy_(mine.log_std)
+    buf = theirs.rollout_buffer
+    buf.reset()
+    for name, value in (("observations", batch.obs), ("actions", batch.actions), ("log_probs", batch.log_probs),
+                        ("advantages", batch.advantages), ("returns", batch.returns), ("values", batch.values)):
+        getattr(buf, name)[:, 0] = value.numpy()
+    buf.full, buf.pos = True, n
+    before = _params(algo)
+    out = algo._update(batch)
+    theirs.train()
+    assert out["loss/line_search_accepted"] == 1.0
+    actor = lambda ps: torch.cat([p.detach().reshape(-1) for p in ps])
+    theirs_actor = actor([sb.log_std, *(p for a, _ in pairs[:3] for p in (a.weight, a.bias))])
+    mine_actor = actor([mine.log_std, *(p for _, b in pairs[:3] for p in (b.weight, b.bias))])
+    assert not torch.allclose(_params(algo), before)
+    assert torch.allclose(mine_actor, theirs_actor, atol=2e-6), float((mine_actor - theirs_actor).abs().max())
+
+
 def test_loading_wrong_files(tmp_path):
     algo = PPO("CartPole-v1", **SMALL[PPO])
     algo.save(tmp_path / "ppo.pt")
