@@ -243,13 +243,41 @@ def test_trpo_kl_reduction_mean_is_sum_with_the_region_scaled():
         TRPO("test/Reach3-v0", kl_reduction="max")
 
 
+def _sb3_twin(make_sb3, algo, batch):
+    """An SB3 model from ``make_sb3(vec_env)`` holding ``algo``'s weights, with ``batch`` as its
+    rollout buffer; returns (model, pairs of (SB3 layer, rlox layer), actor layer count)."""
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import configure
+
+    model = make_sb3(make_vec_env(_Reach3, n_envs=1, seed=1))
+    model.set_logger(configure(None, []))
+    sb, mine = model.policy, algo.policy
+    pairs = [(sb.mlp_extractor.policy_net[0], mine.actor[0]), (sb.mlp_extractor.policy_net[2], mine.actor[2]),
+             (sb.action_net, mine.actor[4]), (sb.mlp_extractor.value_net[0], mine.critic[0]),
+             (sb.mlp_extractor.value_net[2], mine.critic[2]), (sb.value_net, mine.critic[4])]
+    with torch.no_grad():
+        for a, b in pairs:
+            a.weight.copy_(b.weight)
+            a.bias.copy_(b.bias)
+        sb.log_std.copy_(mine.log_std)
+    buf = model.rollout_buffer
+    buf.reset()
+    for name, value in (("observations", batch.obs), ("actions", batch.actions), ("log_probs", batch.log_probs),
+                        ("advantages", batch.advantages), ("returns", batch.returns), ("values", batch.values)):
+        getattr(buf, name)[:, 0] = value.numpy()
+    buf.full, buf.pos = True, len(batch)
+    return model, pairs
+
+
+def _weights(log_std, layers):
+    return torch.cat([log_std.detach().reshape(-1), *(p.detach().reshape(-1) for l in layers for p in (l.weight, l.bias))])
+
+
 def test_trpo_update_equals_sb3_contribs():
     """One natural-gradient step from the same weights on the same rollout moves the actor as
     sb3-contrib's TRPO does (the default kl_reduction, 3 action components, a non-zero log std)."""
     pytest.importorskip("sb3_contrib")
     from sb3_contrib import TRPO as SB3TRPO
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.logger import configure
 
     from rlox.plugins import ENV_REGISTRY
     ENV_REGISTRY.register("test/Reach3-v0", _Reach3, override=True)
@@ -259,33 +287,41 @@ def test_trpo_update_equals_sb3_contribs():
     with torch.no_grad():
         algo.policy.log_std.copy_(torch.tensor([-0.5, 0.0, 0.3]))
     batch = algo._collect_rollout()
-    theirs = SB3TRPO("MlpPolicy", make_vec_env(_Reach3, n_envs=1, seed=1), n_steps=n, batch_size=n,
-                     n_critic_updates=1, cg_max_steps=20, target_kl=0.02, cg_damping=0.1, seed=1, device="cpu")
-    theirs.set_logger(configure(None, []))
-    sb, mine = theirs.policy, algo.policy
-    pairs = [(sb.mlp_extractor.policy_net[0], mine.actor[0]), (sb.mlp_extractor.policy_net[2], mine.actor[2]),
-             (sb.action_net, mine.actor[4]), (sb.mlp_extractor.value_net[0], mine.critic[0]),
-             (sb.mlp_extractor.value_net[2], mine.critic[2]), (sb.value_net, mine.critic[4])]
-    with torch.no_grad():
-        for a, b in pairs:
-            a.weight.copy_(b.weight)
-            a.bias.copy_(b.bias)
-        sb.log_std.copy_(mine.log_std)
-    buf = theirs.rollout_buffer
-    buf.reset()
-    for name, value in (("observations", batch.obs), ("actions", batch.actions), ("log_probs", batch.log_probs),
-                        ("advantages", batch.advantages), ("returns", batch.returns), ("values", batch.values)):
-        getattr(buf, name)[:, 0] = value.numpy()
-    buf.full, buf.pos = True, n
+    theirs, pairs = _sb3_twin(lambda env: SB3TRPO("MlpPolicy", env, n_steps=n, batch_size=n, n_critic_updates=1,
+                                                  cg_max_steps=20, target_kl=0.02, cg_damping=0.1, seed=1,
+                                                  device="cpu"), algo, batch)
     before = _params(algo)
     out = algo._update(batch)
     theirs.train()
-    assert out["loss/line_search_accepted"] == 1.0
-    actor = lambda ps: torch.cat([p.detach().reshape(-1) for p in ps])
-    theirs_actor = actor([sb.log_std, *(p for a, _ in pairs[:3] for p in (a.weight, a.bias))])
-    mine_actor = actor([mine.log_std, *(p for _, b in pairs[:3] for p in (b.weight, b.bias))])
+    assert out["loss/line_search_accepted"] == 1.0 and not torch.allclose(_params(algo), before)
+    mine = _weights(algo.policy.log_std, [b for _, b in pairs[:3]])
+    sb3 = _weights(theirs.policy.log_std, [a for a, _ in pairs[:3]])
+    assert torch.allclose(mine, sb3, atol=2e-6), float((mine - sb3).abs().max())
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["torch", "compiled"])
+def test_a2c_update_equals_sb3s(compiled):
+    """One A2C step (RMSprop, grad-norm clip, rlox's vf_coef 1.0 = SB3's 0.5 on the full MSE) from
+    the same weights and rollout gives SB3's weights, actor and critic, on both update paths."""
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import A2C as SB3A2C
+
+    from rlox.plugins import ENV_REGISTRY
+    ENV_REGISTRY.register("test/Reach3-v0", _Reach3, override=True)
+    algo = A2C("test/Reach3-v0", n_envs=1, n_steps=8, seed=1, vf_coef=1.0, max_grad_norm=0.5,
+               compiled_update=compiled)
+    with torch.no_grad():
+        algo.policy.log_std.copy_(torch.tensor([-0.5, 0.0, 0.3]))
+    batch = algo._collect_rollout()
+    theirs, pairs = _sb3_twin(lambda env: SB3A2C("MlpPolicy", env, n_steps=8, vf_coef=0.5, max_grad_norm=0.5,
+                                                 seed=1, device="cpu"), algo, batch)
+    before = _params(algo)
+    algo._update(batch)
+    theirs.train()
     assert not torch.allclose(_params(algo), before)
-    assert torch.allclose(mine_actor, theirs_actor, atol=2e-6), float((mine_actor - theirs_actor).abs().max())
+    mine = _weights(algo.policy.log_std, [b for _, b in pairs])
+    sb3 = _weights(theirs.policy.log_std, [a for a, _ in pairs])
+    assert torch.allclose(mine, sb3, atol=1e-6), float((mine - sb3).abs().max())
 
 
 def test_loading_wrong_files(tmp_path):
