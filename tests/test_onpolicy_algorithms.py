@@ -245,7 +245,7 @@ def test_trpo_kl_reduction_mean_is_sum_with_the_region_scaled():
 
 def _sb3_twin(make_sb3, algo, batch):
     """An SB3 model from ``make_sb3(vec_env)`` holding ``algo``'s weights, with ``batch`` as its
-    rollout buffer; returns (model, pairs of (SB3 layer, rlox layer), actor layer count)."""
+    rollout buffer; returns (model, pairs of (SB3 layer, rlox layer), the actor's three first)."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.logger import configure
 

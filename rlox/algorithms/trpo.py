@@ -82,15 +82,10 @@ class TRPO(OnPolicyAlgorithm):
         self.optimizers = {"critic": adam(self.policy.critic.parameters(), self.config.learning_rate, eps=1e-5)}
 
     def _kl_components(self) -> int:
-        """Independent action components the per-sample KL is a sum over (1 for Discrete)."""
+        """Independent action components the per-sample KL is a sum over (TRPO takes Box and
+        Discrete spaces; a Discrete action is one component)."""
         space = self.action_space
-        if isinstance(space, gym.spaces.Box):
-            return int(np.prod(space.shape))
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            return int(space.nvec.size)
-        if isinstance(space, gym.spaces.MultiBinary):
-            return int(np.prod(space.shape))
-        return 1
+        return int(np.prod(space.shape)) if isinstance(space, gym.spaces.Box) else 1
 
     def _mean_kl(self, old_params: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         kl = self.policy.kl(old_params, self.policy.dist_params(obs)).mean()
