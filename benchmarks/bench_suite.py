@@ -442,7 +442,9 @@ def report(runs_path: Path = RUNS, page: Path = PAGE, plots: Path = PLOTS, min_s
                 iqm, lo, hi = stats[lib]
                 vs = ""
                 if lib == "rlox" and "sb3" in stats:
-                    vs = _versus(stats[lib], stats["sb3"])
+                    # A verdict needs min_seeds per side; fewer stay listed under "Missing".
+                    enough = min(len(rs), len(by_lib["sb3"])) >= min_seeds
+                    vs = _versus(stats[lib], stats["sb3"]) if enough else "too few seeds"
                 goal = ""
                 if lib == "rlox" and spec.goal is not None:
                     goal = f">= {spec.goal:g}: {'yes' if iqm >= spec.goal else 'NO'}"
@@ -511,7 +513,8 @@ at 1M, MuJoCo at 300k (Zoo 1M) and PPO Breakout at 250k agent steps = 1M frames 
 Goals (issue 18): rlox at or above SB3 in every row; PPO LunarLander-v3 >= 200 at 1M and DQN
 LunarLander-v3 >= 100 at 100k with Trainer defaults. The *>= SB3* column says *yes* when rlox's
 IQM is at or above SB3's, *within CI* when it is below it but inside SB3's 95% CI (the seeds
-run cannot tell the two apart; more seeds can), and *NO* when it is below SB3's CI.
+run cannot tell the two apart; more seeds can), *NO* when it is below SB3's CI, and *too few
+seeds* while either library has fewer than 3 seeds in the row.
 
 Run what is missing (only absent runs are trained, each is stored when it finishes):
 

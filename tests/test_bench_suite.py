@@ -104,3 +104,24 @@ def test_sb3_twins_of_a2c_and_trpo_carry_the_preset():
     assert (model.target_kl, model.cg_damping) == (pytest.approx(0.01), pytest.approx(0.1))
     model, _ = bench_suite.sb3_trpo("Hopper-v5", 0, {"max_kl": 0.03, "cg_damping": 0.3, "max_grad_norm": 0.0})
     assert (model.target_kl, model.cg_damping) == (pytest.approx(0.03), pytest.approx(0.3))
+
+
+def test_no_verdict_below_the_seed_count(tmp_path):
+    """A row graded against SB3 needs min_seeds runs on both sides; with fewer it says so."""
+    runs, page = tmp_path / "runs.json", tmp_path / "results.md"
+
+    def run(lib, seed, final):
+        return dict(algo="ppo", env="CartPole-v1", lib=lib, seed=seed, budget=2048, final=final, curve=None,
+                    protocol=bench_suite.PROTOCOL, commit="t", when="")
+
+    stored = [run("rlox", 0, 400.0), run("sb3", 0, 100.0)]
+    runs.write_text(json.dumps(stored))
+    bench_suite.report(runs, page, tmp_path / "plots")
+    row = next(l for l in page.read_text().splitlines() if l.startswith("| PPO | CartPole-v1 | 2k | rlox |"))
+    assert row.split(" | ")[8] == "too few seeds"
+
+    stored += [run(lib, s, f) for s in (1, 2) for lib, f in (("rlox", 400.0), ("sb3", 100.0))]
+    runs.write_text(json.dumps(stored))
+    bench_suite.report(runs, page, tmp_path / "plots")
+    row = next(l for l in page.read_text().splitlines() if l.startswith("| PPO | CartPole-v1 | 2k | rlox |"))
+    assert row.split(" | ")[4:6] == ["3", "400.0 [400.0, 400.0]"] and row.split(" | ")[8] == "yes"
