@@ -45,6 +45,32 @@ gym.register("RloxTestSquares-v0", entry_point=lambda: Squares())
 gym.register("RloxTestSquaresHWC-v0", entry_point=lambda: Squares(channels_last=True))
 
 
+@pytest.mark.parametrize("layout,shape", [("chw", (4, 84, 84)), ("hwc", (84, 84, 3)), ("hw", (84, 84))])
+def test_image_input_scales_in_float32_channels_last(layout, shape):
+    # ImageInput changes the layout on the input's own dtype, then scales once: the values must
+    # equal float conversion, channel-first layout and x / 255 done one by one, for uint8,
+    # float32/float64 and flat rows, and stay float32 whatever torch's default dtype.
+    from rlox.inference import ImageInput
+
+    m = ImageInput(shape, layout)
+    x = torch.randint(0, 256, (3, *shape), dtype=torch.uint8)
+    ref = x.float()
+    raw = ref.unsqueeze(1) if layout == "hw" else ref.movedim(-1, 1) if layout == "hwc" else ref
+    ref = raw * (1.0 / 255.0)
+    for inp in (x, x.float(), x.double(), x.reshape(3, -1)):
+        y = m(inp)
+        assert y.dtype == torch.float32 and y.shape == (3, *m.chw)
+        assert y.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(y, ref), inp.dtype
+    assert torch.equal(ImageInput(shape, layout, scale=False)(x), raw)
+    default = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        assert m(x).dtype == torch.float32
+    finally:
+        torch.set_default_dtype(default)
+
+
 @pytest.mark.parametrize("shape", [(4, 84, 84), (84, 84, 4), (84, 84), (64, 64, 3)])
 def test_nature_cnn_layouts_and_uint8_scaling(shape):
     space = spaces.Box(0, 255, shape, np.uint8)

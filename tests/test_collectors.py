@@ -94,6 +94,24 @@ def test_minibatches_cover_the_batch_once():
         next(b.sample_minibatches(0))
 
 
+def test_minibatch_rows_equal_advanced_indexing():
+    # _index takes rows with index_select (a copy per row); the rows must be t[idx]'s.
+    g = torch.Generator().manual_seed(0)
+    n = 12
+    b = RolloutBatch(obs=torch.randint(0, 256, (n, 4, 6, 6), dtype=torch.uint8, generator=g),
+                     actions=torch.randint(0, 3, (n,), generator=g), log_probs=torch.randn(n, generator=g),
+                     values=torch.randn(n, generator=g), rewards=torch.randn(n, generator=g),
+                     dones=torch.zeros(n), advantages=torch.randn(n, generator=g),
+                     returns=torch.randn(n, generator=g), env_ids=torch.arange(n))
+    idx = torch.tensor([5, 0, 11, 5, 3])
+    mb = b._index(idx)
+    for f in ("obs", "actions", "log_probs", "values", "rewards", "dones", "advantages", "returns", "env_ids"):
+        assert torch.equal(getattr(mb, f), getattr(b, f)[idx]), f
+    assert mb.states is None and mb.episode_starts is None
+    assert torch.equal(b._index(torch.tensor([2, 4], dtype=torch.int32)).obs, b.obs[[2, 4]])
+    assert torch.equal(b._index(slice(2, 5)).obs, b.obs[2:5])
+
+
 def test_seeded_collection_is_reproducible():
     def run():
         torch.manual_seed(0)
