@@ -34,6 +34,7 @@ def test_smoke_metrics_and_predict(cls, env_id):
     assert metrics["timesteps"] >= 200 and metrics["timesteps"] == algo.num_timesteps
     assert {"mean_reward", "episodes", "timesteps", "sps"} <= set(metrics)
     assert metrics["sps"] > 0
+    algo.observation_space.seed(0)                    # the same observation on every run
     obs = algo.observation_space.sample()
     one = algo.predict(obs, deterministic=True)
     batch = algo.predict(np.stack([obs] * 3), deterministic=True)
@@ -41,7 +42,9 @@ def test_smoke_metrics_and_predict(cls, env_id):
         assert isinstance(one, np.integer) and batch.shape == (3,)
     else:
         assert one.shape == (1,) and batch.shape == (3, 1) and np.all(np.abs(batch) <= 2.0)
-    np.testing.assert_allclose(np.asarray(batch)[0], one, rtol=1e-5)
+    # A batch of 3 and a single row may take different BLAS paths: float32 rounding, so an
+    # absolute floor too (an action near 0 has no meaningful relative error).
+    np.testing.assert_allclose(np.asarray(batch)[0], one, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("cls", ALGOS, ids=lambda c: c.__name__)
