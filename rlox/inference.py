@@ -151,9 +151,9 @@ class ImageInput(nn.Module):
         # Channels-last activations: oneDNN's convolutions run ~1.3x faster on them on CPU
         # (NatureCNN forward+backward, batch 256, one thread: 390 -> 303 ms); same values.
         # The layout change is made on the input's own dtype (uint8 frames: a quarter of the
-        # bytes of floats), then one multiply gives float32 (uint8 * a float scalar promotes
-        # to float32, keeping the layout): batch 256 of (4, 84, 84), 29 -> 22 ms; equal values.
-        # (A float32 0-dim scale: the product is float32 whatever torch's default dtype.)
+        # bytes of floats), then one multiply by a float32 0-dim scale gives float32 (whatever
+        # torch's default dtype), keeping the layout: batch 256 of (4, 84, 84), 29 -> 22 ms;
+        # equal values.
         x = x.contiguous(memory_format=torch.channels_last)
         if x.dtype != torch.float32:
             x = x if x.dtype == torch.uint8 else x.float()
