@@ -17,7 +17,7 @@ hyperparameters (learning rate, discount, ...); those are in ``training.yaml``.
 
 Recurrent policies (RecurrentPPO's LSTM, DreamerV3's RSSM) add a ``policy.recurrent`` section
 and are written as file version 2; feed-forward ones stay version 1; DreamerV3 on images (its
-encoder's ``group_norm`` and ``rescale`` layers) is version 3 (see docs/deploy.md).
+encoder's ``channel_layer_norm`` and ``rescale`` layers) is version 3 (see docs/deploy.md).
 
 ``TrainingArtifacts`` is an ``EvalCallback``: it evaluates on a separate env every
 ``eval_freq`` env steps (default: 20 evaluations over the run, and always at its end), and
@@ -39,8 +39,8 @@ from rlox.callbacks import EvalCallback
 from rlox.checkpointing import atomic_path, atomic_write_text
 from rlox.logging import algo_env_label, run_metadata
 from rlox.inference import (ACTOR_FILE, DISTRIBUTIONS, INFERENCE_FILE, INFERENCE_FORMAT, NORMALIZER_FILE,
-                            RECURRENT_TYPES, VERSION_2_DISTRIBUTIONS, AppendConstant, ArtifactError, ImageInput,
-                            Rescale, Symlog)
+                            RECURRENT_TYPES, VERSION_2_DISTRIBUTIONS, AppendConstant, ArtifactError,
+                            ChannelLayerNorm, ImageInput, Rescale, Symlog)
 
 __all__ = ["TrainingArtifacts", "describe_network", "export_inference", "LEARN_PHASES",
            "EVALUATIONS_FILE", "TIMINGS_FILE", "TRAINING_FILE"]
@@ -119,6 +119,12 @@ def _describe_layers(name: str, prefix: str, modules: list[nn.Module]
             layers.append(layer)
         elif isinstance(m, Rescale):
             layers.append({"type": "rescale", "divisor": m.divisor, "offset": m.offset})
+        elif isinstance(m, ChannelLayerNorm):
+            layers.append({"type": "channel_layer_norm", "num_channels": m.num_channels, "eps": m.eps,
+                           "affine": m.affine})
+            if m.affine:
+                tensors[f"{key}.weight"] = m.weight
+                tensors[f"{key}.bias"] = m.bias
         elif isinstance(m, nn.GroupNorm):
             layers.append({"type": "group_norm", "num_groups": m.num_groups, "num_channels": m.num_channels,
                            "eps": m.eps, "affine": m.affine})
@@ -156,7 +162,8 @@ def _describe_layers(name: str, prefix: str, modules: list[nn.Module]
         else:
             raise ArtifactError(f"network {name!r} layer {key.split('.', 1)[1]} is a {type(m).__name__}, which "
                                 f"inference artifacts cannot describe; supported: Linear, Conv2d, MaxPool2d, "
-                                f"LayerNorm, GroupNorm, Flatten, AppendConstant, ImageInput, Rescale, Symlog, "
+                                f"LayerNorm, GroupNorm, ChannelLayerNorm, Flatten, AppendConstant, ImageInput, "
+                                f"Rescale, Symlog, "
                                 f"residual blocks and "
                                 f"{', '.join(sorted(t.__name__ for t in _ACTIVATIONS))}")
     return layers, tensors
@@ -237,12 +244,13 @@ def _all_layers(module: nn.Module) -> list[nn.Module]:
 
 def _file_version(export: Mapping[str, Any]) -> int:
     """The lowest ``inference.yaml`` version that reads ``export``: 3 when a network holds a
-    layer new in version 3 (GroupNorm, Rescale, ImageInput without scaling: DreamerV3's image
-    encoder), 2 for a recurrent policy or a distribution new in version 2, else 1 (so older
-    readers keep loading the files they can read)."""
+    layer new in version 3 (ChannelLayerNorm, GroupNorm, Rescale, ImageInput without scaling:
+    DreamerV3's image encoder), 2 for a recurrent policy or a distribution new in version 2, else
+    1 (so older readers keep loading the files they can read)."""
     if "agents" in export:
         return max(_file_version(sub) for sub in export["agents"].values())
-    if any(isinstance(m, (nn.GroupNorm, Rescale)) or (isinstance(m, ImageInput) and not m.scale)
+    if any(isinstance(m, (nn.GroupNorm, ChannelLayerNorm, Rescale))
+           or (isinstance(m, ImageInput) and not m.scale)
            for net in export["networks"].values() for m in _all_layers(net)):
         return 3
     return 2 if export.get("recurrent") is not None or export["distribution"] in VERSION_2_DISTRIBUTIONS else 1

@@ -36,7 +36,7 @@ The LSTM is rebuilt here with torch alone, and so is DreamerV3's acting path (en
 RSSM's posterior step, the actor): a few dozen lines of torch that mirror
 ``rlox.world_models.rssm.RSSM.observe_step`` (tests check that the two agree), so Dreamer
 artifacts deploy without rlox too, on vector or image observations (file version 3 for images:
-the convolutional encoder's ``group_norm`` and ``rescale`` layers).
+the convolutional encoder's ``channel_layer_norm`` and ``rescale`` layers).
 """
 from __future__ import annotations
 
@@ -50,13 +50,14 @@ import torch
 from torch import nn
 
 __all__ = ["InferencePolicy", "RecurrentInferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner",
-           "ArtifactError", "AppendConstant", "ImageInput", "Rescale", "Residual", "Symlog", "LSTMCore", "RSSMCore",
+           "ArtifactError", "AppendConstant", "ImageInput", "Rescale", "ChannelLayerNorm", "Residual", "Symlog", "LSTMCore", "RSSMCore",
            "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS", "RECURRENT_TYPES"]
 
 INFERENCE_FORMAT = "rlox-inference"
 #: The newest file version this module reads. Version 2 added recurrent policies (the
 #: ``policy.recurrent`` section) and DreamerV3's distributions; version 3 the layers of DreamerV3's
-#: image encoder (``group_norm``, ``rescale``, ``image_input`` with ``scale: false``). The writer
+#: image encoder (``channel_layer_norm``, ``group_norm``, ``rescale``, ``image_input`` with
+#: ``scale: false``). The writer
 #: marks a file with the lowest version that reads it, so feed-forward artifacts stay version 1 and
 #: vector DreamerV3 ones version 2 (older readers load them).
 INFERENCE_VERSION = 3
@@ -114,8 +115,9 @@ class ImageInput(nn.Module):
     in ``inference.yaml``, with ``obs_shape`` and ``layout``; ``rlox.cnn``'s extractors start with it.
 
     ``scale=False`` (``scale: false`` in the file, version 3) only lays the pixels out: the raw
-    0..255 values come out as a channel-first view of the input (no copy), for networks that
-    scale them their own way (DreamerV3's encoder: a ``rescale`` layer next).
+    0..255 values come out as floats ``[B, C, H, W]``, channels-last in memory as DreamerV3's
+    training encoder lays them (so the two compute the same bits), for networks that scale them
+    their own way (DreamerV3's encoder: a ``rescale`` layer next).
     """
 
     def __init__(self, obs_shape: Any, layout: str, scale: bool = True) -> None:
@@ -147,7 +149,7 @@ class ImageInput(nn.Module):
             x = x.movedim(-1, -3)
         x = x.reshape(-1, *self.chw)
         if not self.scale:
-            return x.float()
+            return x.contiguous(memory_format=torch.channels_last).float()   # (hwc frames: already, no copy)
         # Channels-last activations: oneDNN's convolutions run ~1.3x faster on them on CPU
         # (NatureCNN forward+backward, batch 256, one thread: 390 -> 303 ms); same values.
         # The layout change is made on the input's own dtype (uint8 frames: a quarter of the
@@ -178,6 +180,36 @@ class Rescale(nn.Module):
 
     def extra_repr(self) -> str:
         return f"divisor={self.divisor}, offset={self.offset}"
+
+
+class ChannelLayerNorm(nn.Module):
+    """LayerNorm over the channel axis of images ``[..., C, H, W]``, at every pixel on its own
+    (DreamerV3's convolutional encoder and decoder normalise their channels, as LayerNorm on
+    NHWC does in Hafner et al.'s code; ``nn.GroupNorm(1, C)`` would instead normalise each image
+    over channels and pixels together). ``weight`` and ``bias`` are ``[C]``. On a channels-last
+    tensor the NHWC view is contiguous, so no copy is made. Layer type ``channel_layer_norm`` in
+    ``inference.yaml`` (version 3), with ``num_channels``, ``eps`` and ``affine``."""
+
+    def __init__(self, num_channels: int, eps: float = 1e-5, affine: bool = True) -> None:
+        super().__init__()
+        if isinstance(num_channels, bool) or not isinstance(num_channels, int) or num_channels < 1:
+            raise ValueError(f"ChannelLayerNorm needs num_channels as a positive int, got {num_channels!r}")
+        eps = float(eps)
+        if not (math.isfinite(eps) and eps > 0):
+            raise ValueError(f"ChannelLayerNorm needs a positive, finite eps, got {eps!r}")
+        self.num_channels, self.eps, self.affine = num_channels, eps, bool(affine)
+        self.weight = nn.Parameter(torch.ones(num_channels)) if affine else None
+        self.bias = nn.Parameter(torch.zeros(num_channels)) if affine else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() < 3 or x.shape[-3] != self.num_channels:
+            raise ValueError(f"ChannelLayerNorm({self.num_channels}) expects images [..., {self.num_channels}, H, W], "
+                             f"got shape {tuple(x.shape)}")
+        y = nn.functional.layer_norm(x.movedim(-3, -1), (self.num_channels,), self.weight, self.bias, self.eps)
+        return y.movedim(-1, -3)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
 class Residual(nn.Module):
@@ -347,6 +379,14 @@ def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
             raise ArtifactError(f"{where}: group_norm needs 'eps' as a positive number and 'affine' as true or "
                                 f"false, got {eps!r} and {affine!r}")
         return nn.GroupNorm(groups, channels, eps=float(eps), affine=affine)
+    if kind == "channel_layer_norm":
+        channels, eps, affine = layer.get("num_channels"), layer.get("eps", 1e-5), layer.get("affine", True)
+        if isinstance(channels, bool) or not isinstance(channels, int) or channels < 1:
+            raise ArtifactError(f"{where}: channel_layer_norm needs 'num_channels' as a positive int, got {channels!r}")
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not eps > 0 or not isinstance(affine, bool):
+            raise ArtifactError(f"{where}: channel_layer_norm needs 'eps' as a positive number and 'affine' as true "
+                                f"or false, got {eps!r} and {affine!r}")
+        return ChannelLayerNorm(channels, eps=float(eps), affine=affine)
     if kind == "residual":
         body = layer.get("layers")
         if not isinstance(body, list) or not body:
@@ -378,8 +418,8 @@ def _build_layer(layer: Mapping[str, Any], where: str) -> nn.Module:
     if kind in simple:
         return simple[kind]()
     raise ArtifactError(f"{where}: unknown layer type {kind!r}; this version rebuilds linear, layer_norm, "
-                        f"group_norm, flatten, append_constant, conv2d, max_pool2d, image_input, rescale, "
-                        f"residual, symlog and "
+                        f"group_norm, channel_layer_norm, flatten, append_constant, conv2d, max_pool2d, image_input, "
+                        f"rescale, residual, symlog and "
                         f"{', '.join(sorted(simple))}")
 
 

@@ -1,7 +1,7 @@
 """Inference artifacts of DreamerV3 on image observations (file version 3).
 
 The artifact's encoder (``image_input`` for the env's layout, ``rescale`` to [-0.5, 0.5],
-conv2d / group_norm / silu stages, ``flatten``) must compute ``ConvEncoder``'s embedding exactly,
+conv2d / channel_layer_norm / silu stages, ``flatten``) must compute ``ConvEncoder``'s embedding exactly,
 and the artifact must act as the trained algorithm's deterministic ``predict`` step by step over
 whole episodes and resets, on channel-last and channel-first frames, uint8 or float. Broken
 files fail with an error naming the file; the folder loads without rlox's training code.
@@ -17,7 +17,7 @@ from rlox import Trainer
 from rlox.algorithms.dreamer_v3 import DreamerV3
 from rlox.artifacts import export_inference
 from rlox.evaluation import evaluate_policy
-from rlox.inference import ArtifactError, InferencePolicy, RecurrentInferencePolicy
+from rlox.inference import ArtifactError, ChannelLayerNorm, InferencePolicy, RecurrentInferencePolicy, _build_layer
 from tests._artifacts import copy_of, run_python
 
 # A model small enough for tests on 2 busy cores (cnn_depth=4: two conv stages of 4 and 8 channels).
@@ -73,7 +73,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """env id -> (algorithm, artifacts folder), each trained ~100 steps (a dozen updates, so the
-    GroupNorm weights are no longer their ones / zeros init)."""
+    channel LayerNorm weights are no longer their ones / zeros init)."""
     torch.set_num_threads(1)
     out = {}
     for env_id in ENVS:
@@ -153,12 +153,12 @@ def test_file_format_and_versions(trained, tmp_path, monkeypatch):
     assert spec["version"] == 3
     assert spec["observation_space"]["shape"] == [16, 16, 3] and spec["observation_space"]["dtype"] == "uint8"
     enc = spec["policy"]["networks"]["encoder"]
-    assert [layer["type"] for layer in enc] == ["image_input", "rescale", "conv2d", "group_norm", "silu",
-                                                "conv2d", "group_norm", "silu", "flatten"]
+    assert [layer["type"] for layer in enc] == ["image_input", "rescale", "conv2d", "channel_layer_norm", "silu",
+                                                "conv2d", "channel_layer_norm", "silu", "flatten"]
     assert enc[0] == {"type": "image_input", "obs_shape": [16, 16, 3], "layout": "hwc", "scale": False}
     assert enc[1] == {"type": "rescale", "divisor": 255.0, "offset": -0.5}
     assert enc[2]["kernel_size"] == [4, 4] and enc[2]["stride"] == [2, 2] and enc[2]["padding"] == [1, 1]
-    assert enc[3] == {"type": "group_norm", "num_groups": 1, "num_channels": 4, "eps": 1e-3, "affine": True}
+    assert enc[3] == {"type": "channel_layer_norm", "num_channels": 4, "eps": 1e-3, "affine": True}
     assert spec["policy"]["distribution"] == "unimix_categorical"
     chw = yaml.safe_load((trained["RloxTestSpotCHW-v0"][1] / "inference.yaml").read_text())
     assert chw["policy"]["networks"]["encoder"][0]["layout"] == "chw"
@@ -195,7 +195,7 @@ def test_broken_files_are_named(trained, tmp_path):
 
     d = copy_of(trained["RloxTestSpotHWC-v0"][1], tmp_path)
     tensors = load_file(str(d / "actor.safetensors"))
-    assert "encoder.2.weight" in tensors and "encoder.3.weight" in tensors      # conv, group norm
+    assert "encoder.2.weight" in tensors and "encoder.3.weight" in tensors      # conv, channel norm
     save_file({k: v for k, v in tensors.items() if k != "encoder.2.weight"}, str(d / "actor.safetensors"))
     with pytest.raises(ArtifactError, match=r"actor\.safetensors' lacks tensor 'encoder\.2\.weight'"):
         InferencePolicy.load(d)
@@ -210,8 +210,10 @@ def test_broken_files_are_named(trained, tmp_path):
     assert isinstance(InferencePolicy.load(d), RecurrentInferencePolicy)
     good = yaml.safe_load((d / "inference.yaml").read_text())
     for index, change, message in [
-        (3, {"num_groups": 3}, "group_norm needs 'num_groups' and 'num_channels' as positive ints"),
-        (3, {"eps": -1.0}, "group_norm needs 'eps' as a positive number"),
+        (3, {"num_channels": 0}, "channel_layer_norm needs 'num_channels' as a positive int, got 0"),
+        (3, {"num_channels": 5}, r"tensor 'encoder\.3\.weight' has shape \(4,\), inference\.yaml describes \(5,\)"),
+        (3, {"eps": -1.0}, "channel_layer_norm needs 'eps' as a positive number"),
+        (3, {"affine": "yes"}, "channel_layer_norm needs 'eps' as a positive number and 'affine' as true or false"),
         (1, {"divisor": 0.0}, "Rescale needs a finite, non-zero divisor"),
         (1, {"offset": "half"}, "rescale needs 'divisor' and 'offset' as numbers"),
         (0, {"scale": "no"}, "image_input 'scale' must be true or false"),
@@ -264,3 +266,59 @@ def test_training_artifacts_write_an_image_policy(tmp_path):
     # by side, seeds 0 and 1, the state reset per env), it scores what was recorded.
     res = evaluate_policy(policy, env_id, n_episodes=2, seed=0, n_envs=2)
     assert res["mean_reward"] == pytest.approx(spec["best"]["mean_reward"], rel=1e-6)
+
+
+def test_channel_layer_norm_normalises_each_pixels_channels():
+    """``ChannelLayerNorm``: per pixel, the channels have mean 0 and variance 1 (then scale and
+    shift), by hand in NumPy; channels-last and channel-first inputs give the same values; a
+    wrong channel count is a clear error."""
+    torch.manual_seed(0)
+    norm = ChannelLayerNorm(3, eps=1e-3)
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        norm.bias.copy_(torch.tensor([0.0, -1.0, 3.0]))
+    x = torch.randn(2, 3, 4, 5) * 3 + 1
+    a = x.numpy().astype(np.float64)
+    mean, var = a.mean(1, keepdims=True), a.var(1, keepdims=True)
+    want = (a - mean) / np.sqrt(var + 1e-3) * np.array([1.0, 2.0, 0.5])[:, None, None] \
+        + np.array([0.0, -1.0, 3.0])[:, None, None]
+    np.testing.assert_allclose(norm(x).detach().numpy(), want, rtol=1e-5, atol=1e-5)
+    cl = norm(x.contiguous(memory_format=torch.channels_last))
+    assert cl.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(cl, norm(x))
+    # not GroupNorm(1, C), which normalises channels and pixels together
+    assert not torch.allclose(norm(x), torch.nn.functional.group_norm(x, 1, norm.weight, norm.bias, 1e-3), atol=1e-3)
+    with pytest.raises(ValueError, match=r"expects images \[\.\.\., 3, H, W\], got shape \(2, 4, 4, 5\)"):
+        norm(torch.zeros(2, 4, 4, 5))
+    with pytest.raises(ValueError, match="num_channels as a positive int"):
+        ChannelLayerNorm(0)
+
+
+def test_group_norm_files_still_load():
+    """Version-3 files written before the encoder's norm became ``channel_layer_norm`` hold
+    ``group_norm`` layers; the reader still rebuilds them (and refuses a bad one)."""
+    gn = _build_layer({"type": "group_norm", "num_groups": 1, "num_channels": 4, "eps": 1e-3, "affine": True}, "l")
+    assert isinstance(gn, torch.nn.GroupNorm) and (gn.num_groups, gn.num_channels, gn.eps) == (1, 4, 1e-3)
+    with pytest.raises(ArtifactError, match="group_norm needs 'num_groups' and 'num_channels' as positive ints"):
+        _build_layer({"type": "group_norm", "num_groups": 3, "num_channels": 4}, "l")
+
+
+def test_checkpoint_round_trip_and_old_group_norm_checkpoints_are_refused(trained, tmp_path):
+    """An image DreamerV3 checkpoint loads back with equal encoder weights; one saved before the
+    encoder's norm became the channel LayerNorm (no ``conv_norm`` mark: GroupNorm(1, C) weights
+    of the same names and shapes) is refused with a clear error instead of loading silently."""
+    from rlox.checkpointing import CheckpointError
+
+    algo, _ = trained["RloxTestSpotHWC-v0"]
+    path = tmp_path / "dreamer.pt"
+    algo.save(path)
+    loaded = DreamerV3.load(path)
+    for (name, a), b in zip(algo.world_model["encoder"].state_dict().items(),
+                            loaded.world_model["encoder"].state_dict().values()):
+        assert torch.equal(a, b), name
+    ckpt = torch.load(path, weights_only=False)
+    assert ckpt["state"]["conv_norm"] == "channel_layer_norm"
+    del ckpt["state"]["conv_norm"]
+    torch.save(ckpt, tmp_path / "old.pt")
+    with pytest.raises(CheckpointError, match=r"trained with GroupNorm\(1, C\).*retrain the model"):
+        DreamerV3.load(tmp_path / "old.pt")

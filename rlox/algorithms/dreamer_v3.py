@@ -32,6 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from rlox.algorithms.base import Algorithm, adam, to_numpy_tree
+from rlox.checkpointing import CheckpointError
 from rlox.config import DreamerV3Config
 from rlox.envs import env_label, make_vec_env
 from rlox.networks import draw_categorical, draw_normal
@@ -508,11 +509,20 @@ class DreamerV3(Algorithm):
             "return_norm": {"scale": -1.0 if self.return_norm.scale is None else self.return_norm.scale},
             "counters": {"updates": self.updates, "train_credit": self._train_credit},
         }
+        if self.image:
+            state["conv_norm"] = "channel_layer_norm"     # (checkpoints before it: GroupNorm(1, C))
         if self.config.save_replay:
             state["replay"] = self.replay.state_dict()
         return state
 
     def _load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if self.image and state.get("conv_norm") != "channel_layer_norm":
+            # Same tensor names and shapes as the GroupNorm(1, C) layers of older rlox, different
+            # maths: refuse rather than load weights into a network they were not trained in.
+            raise CheckpointError("this DreamerV3 checkpoint's image encoder and decoder were trained with "
+                                  "GroupNorm(1, C) (rlox before the channel LayerNorm of DreamerV3's code); the "
+                                  "networks now normalise each pixel's channels, so its weights do not carry "
+                                  "over: retrain the model with this rlox")
         self.world_model.load_state_dict(state["world_model"])
         self.actor.load_state_dict(state["actor"])
         self.critic.load_state_dict(state["critic"])
