@@ -27,6 +27,7 @@ the budget (ratio: sheeprl / rlox, > 1 when rlox is faster).
     .venv/bin/python benchmarks/bench_dreamer.py --keep --first-seed 1 --only peer --train-ratio 96 \
         --set model_lr=3e-4 --set actor_lr=8e-5 --set critic_lr=8e-5         # sheeprl seed 1 only
     .venv/bin/python benchmarks/bench_dreamer.py --time-updates 5 --compare-with /path/to/old/checkout
+    .venv/bin/python benchmarks/bench_dreamer.py --time-updates 3 --pixels --compare-with /path/to/old/checkout
     RLOX_BENCH_QUICK=1 .venv/bin/python benchmarks/bench_dreamer.py     # 5k steps, train_ratio 64
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -53,8 +55,6 @@ SHEEPRL_WORKER = Path(__file__).resolve().parent / "_sheeprl_worker.py"
 
 
 def evaluate(algo, n_episodes: int = 10, seed: int = 10_000) -> float:
-    import gymnasium as gym
-
     env = gym.make("Pendulum-v1")
     returns = []
     for ep in range(n_episodes):
@@ -141,12 +141,33 @@ def run_sheeprl(py: Path, seed: int, steps: int, eval_every: int, config: dict, 
     return run
 
 
-def time_updates(n: int, size: str) -> float:
-    """CPU seconds per gradient update of the ``size`` model on Pendulum (replay of 1000 random
-    steps, 2 warm-up updates first)."""
+class _RandomFrames(gym.Env):
+    """64x64 RGB uint8 frames of noise, one continuous action, episodes of 500 steps: an image env
+    that costs nothing to step, for timing the convolutional model's update (its cost does not
+    depend on what the frames show). DMC's software-rendered frames take 60-90 ms each here."""
+
+    observation_space = gym.spaces.Box(0, 255, (3, 64, 64), np.uint8)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.integers(0, 256, (3, 64, 64), dtype=np.uint8), {}
+
+    def step(self, action):
+        self.t += 1
+        frame = self.np_random.integers(0, 256, (3, 64, 64), dtype=np.uint8)
+        return frame, float(self.np_random.random()), False, self.t >= 500, {}
+
+
+def time_updates(n: int, size: str, pixels: bool = False) -> float:
+    """CPU seconds per gradient update of the ``size`` model on Pendulum, or with ``pixels`` on
+    ``_RandomFrames`` (the CNN encoder and decoder); replay of 1000 random steps, 2 warm-up
+    updates first."""
     from rlox.algorithms.dreamer_v3 import DreamerV3
 
-    algo = DreamerV3("Pendulum-v1", seed=0, size=size, learning_starts=1000, train_ratio=1e-9)
+    env = _RandomFrames() if pixels else "Pendulum-v1"
+    algo = DreamerV3(env, seed=0, size=size, learning_starts=1000, train_ratio=1e-9)
     algo.train(total_timesteps=1000)          # fills the replay; train_ratio ~0: no updates
     for _ in range(2):
         algo._train_step()
@@ -160,7 +181,8 @@ def compare_updates(args) -> None:
     """Alternate subprocesses (old checkout, this one) so both see the same machine load."""
     here = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    cmd = [sys.executable, __file__, "--time-updates", str(args.time_updates), "--size", args.size]
+    cmd = [sys.executable, __file__, "--time-updates", str(args.time_updates), "--size", args.size,
+           *(["--pixels"] if args.pixels else [])]
     times: dict[str, list[float]] = {"old": [], "new": []}
     for r in range(args.rounds):
         for key, path in (("old", args.compare_with), ("new", here)):
@@ -170,7 +192,14 @@ def compare_updates(args) -> None:
     old, new = statistics.median(times["old"]), statistics.median(times["new"])
     load = os.getloadavg()[0]
     table = Table("dreamer_update", "DreamerV3 gradient update: CPU seconds per update (rlox, before/after)")
-    table.add(f"XS update on Pendulum (B=16, T=64, H=15), median of {args.rounds} interleaved rounds",
+    what = "64x64 RGB frames (CNN depth 16)" if args.pixels else "Pendulum"
+    case = f"{args.size} update on {what} (B=16, T=64, H=15), median of {args.rounds} interleaved rounds"
+    # rows of the other observation kind (or size) stay in the table
+    saved = RESULTS / "dreamer_update.json"
+    table.rows = [Row(r["case"], r["rlox"], r["peer"], r["peer_name"], r["goal"], r["unit"], r["note"])
+                  for r in (json.loads(saved.read_text()) if saved.exists() else [])
+                  if r["case"].split(" (B=")[0] != case.split(" (B=")[0]]
+    table.add(case,
               rlox=new, peer=old, peer_name=f"rlox at {args.compare_with}", unit="time",
               note=f"old {[round(t, 3) for t in times['old']]}, new {[round(t, 3) for t in times['new']]}; "
                    f"{args.time_updates} updates a round, 1 torch thread, load average {load:.1f} on "
@@ -209,6 +238,8 @@ def main() -> None:
                     help="a DreamerV3Config override (repeatable), e.g. --set model_lr=3e-4")
     ap.add_argument("--time-updates", type=int, default=0, metavar="N",
                     help="time N gradient updates instead of training (CPU seconds per update)")
+    ap.add_argument("--pixels", action="store_true",
+                    help="with --time-updates: time the CNN model on 64x64 RGB frames instead of Pendulum")
     ap.add_argument("--compare-with", default=None, metavar="DIR",
                     help="with --time-updates: alternate with PYTHONPATH=DIR (another rlox checkout)")
     ap.add_argument("--rounds", type=int, default=3)
@@ -228,7 +259,7 @@ def main() -> None:
         if args.compare_with:
             compare_updates(args)
         else:
-            print(f"{time_updates(args.time_updates, args.size):.4f} cpu-s/update")
+            print(f"{time_updates(args.time_updates, args.size, args.pixels):.4f} cpu-s/update")
         return
     config = {"size": args.size, "train_ratio": args.train_ratio, **_parse_set(args.set)}
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
