@@ -75,7 +75,7 @@ def run_rlox(seed: int, steps: int, eval_every: int, config: dict, n_episodes: i
     # preset=False: the run's config is the defaults plus ``config`` (what the table's label and
     # the sheeprl job say), not the Pendulum preset under it.
     trainer = Trainer("dreamer", env="Pendulum-v1", seed=seed, config=config, preset=False)
-    run = {"seed": seed, "curve": [], "wall": 0.0}
+    run = {"seed": seed, "curve": [], "wall": 0.0, "date": time.strftime("%Y-%m-%d")}
     t0, done, train_time = time.perf_counter(), 0, 0.0
     while done < steps:
         chunk = min(eval_every, steps - done)
@@ -118,7 +118,7 @@ def run_sheeprl(py: Path, seed: int, steps: int, eval_every: int, config: dict, 
     job = sheeprl_job(seed, steps, eval_every, config, n_episodes)
     log = SHEEPRL_VENV.parent / f"sheeprl_seed{seed}.log"
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    run = {"seed": seed, "curve": [], "wall": 0.0, "updates": 0}
+    run = {"seed": seed, "curve": [], "wall": 0.0, "updates": 0, "date": time.strftime("%Y-%m-%d")}
     t0 = time.perf_counter()
     with open(log, "w") as err, tempfile.TemporaryDirectory(prefix="rlox-sheeprl-") as tmp:
         proc = subprocess.Popen([str(py), str(SHEEPRL_WORKER), json.dumps(job)], stdout=subprocess.PIPE,
@@ -205,6 +205,12 @@ def compare_updates(args) -> None:
                    f"{args.time_updates} updates a round, 1 torch thread, load average {load:.1f} on "
                    f"{os.cpu_count()} cores")
     table.finish()
+
+
+def _dates(runs: list[dict], seeds) -> str:
+    """The day each seed's run was made (``date``, kept since 2026-12-07), seed by seed."""
+    by_seed = {r["seed"]: r.get("date", "not kept") for r in runs}
+    return str([by_seed.get(s, "not kept") for s in seeds])
 
 
 def _loads(points: dict) -> str:
@@ -311,7 +317,9 @@ def main() -> None:
                 table.add(f"Train wall to {steps} steps ({label})", rlox=float(np.mean([p[2] for p in mine.values()])),
                           peer=float(np.mean([p[2] for p in theirs.values()])), peer_name=peer_name, goal=1.0,
                           note=f"1 torch thread each; load average at the evaluation: rlox {_loads(mine)}, "
-                               f"sheeprl {_loads(theirs)} ({os.cpu_count()} cores)")
+                               f"sheeprl {_loads(theirs)} ({os.cpu_count()} cores); run dates: rlox "
+                               f"{_dates(ours, mine)}, sheeprl {_dates(peers, theirs)} (walls from different "
+                               f"days are not like for like: this shared machine's speed varies between days)")
         new_cases = {r.case for r in table.rows}
         # --keep: the rows of earlier runs with other settings stay in the table, before these.
         old = [Row(r["case"], r["rlox"], r["peer"], r["peer_name"], r["goal"], r["unit"], r["note"])

@@ -78,3 +78,10 @@ def test_main_interleaves_and_keeps_other_seeds(tmp_path, monkeypatch):
     assert ret_case.startswith("Pendulum return at 1000 steps") and wall_case.startswith("Train wall to 1000")
     assert (rlox_ret, peer_ret) == (-124.5, -299.0) and ret_ratio == pytest.approx(299 / 124.5)
     assert (rlox_wall, peer_wall) == (11.0, 20.0) and wall_ratio == pytest.approx(20 / 11)
+
+
+def test_wall_notes_name_each_runs_date():
+    """The train-wall rows list the day of each seed's run (walls of different days differ on a
+    shared machine); runs stored before dates were kept read 'not kept'."""
+    runs = [{"seed": 0, "date": "2026-12-07"}, {"seed": 1}]
+    assert bench_dreamer._dates(runs, {0: None, 1: None, 2: None}) == "['2026-12-07', 'not kept', 'not kept']"
