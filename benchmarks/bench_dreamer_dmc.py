@@ -104,10 +104,11 @@ def main() -> None:
         task = cfg.pop("task")
         seen = "pixels 64x64" if cfg.pop("pixels", False) else "proprio"
         pub = PUBLISHED.get(task)
+        published = (f"{pub[0]} / {pub[1]}" + (" (proprio figures)" if seen != "proprio" else "")) if pub else "-"
         for r in sorted(rs, key=lambda r: r["seed"]):
             pts = ", ".join(f"{s}: {v:.0f} ({w:.0f} s, {ld})" for s, v, w, ld in r["curve"])
             lines.append(f"| {task} | {seen} | {', '.join(f'{a}={b}' for a, b in cfg.items())} | {r['seed']} | {pts} | "
-                         f"{f'{pub[0]} / {pub[1]}' if pub else '-'}{' (proprio figures)' if pub and seen != 'proprio' else ''} |")
+                         f"{published} |")
     (RESULTS / "dreamer_dmc.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -50,16 +50,16 @@ import torch
 from torch import nn
 
 __all__ = ["InferencePolicy", "RecurrentInferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner",
-           "ArtifactError", "AppendConstant", "ImageInput", "Rescale", "ChannelLayerNorm", "Residual", "Symlog", "LSTMCore", "RSSMCore",
+           "ArtifactError", "AppendConstant", "ImageInput", "Rescale", "ChannelLayerNorm", "Residual", "Symlog",
+           "LSTMCore", "RSSMCore",
            "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS", "RECURRENT_TYPES"]
 
 INFERENCE_FORMAT = "rlox-inference"
 #: The newest file version this module reads. Version 2 added recurrent policies (the
 #: ``policy.recurrent`` section) and DreamerV3's distributions; version 3 the layers of DreamerV3's
 #: image encoder (``channel_layer_norm``, ``group_norm``, ``rescale``, ``image_input`` with
-#: ``scale: false``). The writer
-#: marks a file with the lowest version that reads it, so feed-forward artifacts stay version 1 and
-#: vector DreamerV3 ones version 2 (older readers load them).
+#: ``scale: false``). The writer marks a file with the lowest version that reads it, so
+#: feed-forward artifacts stay version 1 and vector DreamerV3 ones version 2 (older readers load them).
 INFERENCE_VERSION = 3
 INFERENCE_FILE = "inference.yaml"
 ACTOR_FILE = "actor.safetensors"
