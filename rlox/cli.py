@@ -2,7 +2,7 @@
 
     rlox train --algo ppo --env CartPole-v1 --timesteps 100000 [--seed 0] [--config f.yaml] [--save m.pt]
     rlox train --config experiment.yaml          (rlox.runner.train_from_config; flags override the file)
-    rlox eval  --algo ppo --checkpoint m.pt --env CartPole-v1 --episodes 10
+    rlox eval  --algo ppo --checkpoint m.pt --env CartPole-v1 --episodes 10   (--algo: default the checkpoint's)
     rlox list
     rlox export --algo ppo --checkpoint m.pt --out runs/x     (inference artifacts; rlox.serve)
     rlox serve runs/x --port 8080                            (HTTP policy server; rlox.serve)
@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="after training, evaluate deterministically over this many episodes")
 
     ev = sub.add_parser("eval", help="evaluate a saved agent")
-    ev.add_argument("--algo", required=True, help="algorithm name of the checkpoint, e.g. ppo")
+    ev.add_argument("--algo", help="algorithm name of the checkpoint, e.g. ppo (default: the name the "
+                                   "checkpoint records)")
     ev.add_argument("--checkpoint", required=True, help="checkpoint written by train --save")
     ev.add_argument("--env", help="env id (default: the checkpoint's env)")
     ev.add_argument("--episodes", type=int, default=10, help="episodes to run (default 10)")
@@ -147,7 +148,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise CLIError(f"--episodes must be >= 1, got {args.episodes}")
-    resolve_algorithm(args.algo)  # unknown algorithm: fail before touching the file
+    if args.algo is not None:
+        resolve_algorithm(args.algo)  # unknown algorithm: fail before touching the file
     if args.env is not None:
         _check_env(args.env)
     if not Path(args.checkpoint).is_file():
@@ -155,13 +157,14 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     try:
         trainer = Trainer.from_checkpoint(args.checkpoint, algorithm=args.algo, env=args.env)
     except Exception as exc:  # a corrupt or foreign file: say which file, in one line
-        raise CLIError(f"cannot load checkpoint {args.checkpoint!r} as {args.algo}: {_one_line(exc)}") from exc
+        as_algo = f" as {args.algo}" if args.algo is not None else ""
+        raise CLIError(f"cannot load checkpoint {args.checkpoint!r}{as_algo}: {_one_line(exc)}") from exc
     env = args.env if args.env is not None else trainer.env
     if env is None:
         raise CLIError("the checkpoint does not record its env; pass --env")
     # MAPPO/IPPO: episodes of a fresh multi-agent vector env with the checkpoint's scenario settings
     res = evaluate_policy(trainer, env, n_episodes=args.episodes, deterministic=not args.stochastic, seed=args.seed)
-    print(f"{args.algo} on {env}: mean_reward {res['mean_reward']:.2f} +- {res['std_reward']:.2f} "
+    print(f"{trainer.algorithm_name} on {env}: mean_reward {res['mean_reward']:.2f} +- {res['std_reward']:.2f} "
           f"over {res['n_episodes']} episodes")
     return 0
 

@@ -200,22 +200,35 @@ class Trainer:
 
         Args:
             path: checkpoint file (read with ``weights_only=True``; pickled objects are refused).
-            algorithm: registered algorithm name; named trainers supply their own.
+            algorithm: registered algorithm name; named trainers supply their own. Default: the
+                name the checkpoint records (``save`` writes it), so
+                ``Trainer.from_checkpoint("model.pt")`` is enough for a file rlox wrote.
             env: env to attach (defaults to the one stored in the checkpoint).
         """
         name = algorithm if algorithm is not None else cls.algorithm
-        if name is None:
-            raise TypeError("from_checkpoint needs algorithm=, e.g. Trainer.from_checkpoint("
-                            "'model.pt', algorithm='ppo', env='CartPole-v1')")
         p = Path(path)
         if not p.is_file():
             raise FileNotFoundError(f"checkpoint {str(p)!r} does not exist")
+        if name is None:
+            name = _checkpoint_algorithm(p)
         algo_cls = resolve_algorithm(str(name).lower())
         algo = algo_cls.load(str(p), env_id=env)
         return cls._wrap(algo, str(name).lower(), env if env is not None else getattr(algo, "env_id", None))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(algorithm={self.algorithm_name!r}, env={self.env!r}, seed={self.seed!r})"
+
+
+def _checkpoint_algorithm(path: Path) -> str:
+    """The algorithm name an rlox checkpoint records (``Algorithm.save`` writes it)."""
+    from rlox.checkpointing import CheckpointError, safe_torch_load
+
+    ckpt = safe_torch_load(path)
+    name = ckpt.get("algorithm") if isinstance(ckpt, dict) else None
+    if not isinstance(name, str) or not name:
+        raise CheckpointError(f"{str(path)!r} records no algorithm name (it is not a checkpoint written by "
+                              f"rlox's save); pass it: Trainer.from_checkpoint({str(path)!r}, algorithm='ppo')")
+    return name
 
 
 _TRAINERS: dict[str, type[Trainer]] = {}

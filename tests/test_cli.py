@@ -109,6 +109,10 @@ def test_train_save_eval_round_trip(tmp_path, capsys):
                            "--episodes", "2"], capsys)
     assert code == 0, err
     assert "mean_reward" in out and "+-" in out and "over 2 episodes" in out
+    # --algo and --env default to what the checkpoint records
+    code, out, err = _run(["eval", "--checkpoint", str(ckpt), "--episodes", "1"], capsys)
+    assert code == 0, err
+    assert out.startswith("ppo on CartPole-v1: mean_reward") and "over 1 episodes" in out
 
 
 @real

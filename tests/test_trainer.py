@@ -206,6 +206,29 @@ def test_save_from_checkpoint_round_trip(tmp_path):
 
 
 @real
+def test_from_checkpoint_reads_the_algorithm_name(tmp_path):
+    """A checkpoint records its algorithm, so ``from_checkpoint(path)`` needs no algorithm=."""
+    trainer = Trainer("a2c", env="Pendulum-v1", seed=1, config={"n_envs": 2, "n_steps": 8})
+    trainer.train(total_timesteps=64)
+    path = tmp_path / "model.pt"
+    trainer.save(path)
+    loaded = Trainer.from_checkpoint(path)
+    assert loaded.algorithm_name == "a2c" and loaded.env == "Pendulum-v1"
+    obs = np.random.default_rng(0).normal(size=(8, 3)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True),
+                                  trainer.predict(obs, deterministic=True))
+    # A file rlox did not write names no algorithm: the error says to pass one.
+    import torch
+
+    other = tmp_path / "state_dict.pt"
+    torch.save({"weight": torch.zeros(2)}, other)
+    with pytest.raises(ValueError, match="records no algorithm name.*algorithm="):
+        Trainer.from_checkpoint(other)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Trainer.from_checkpoint(tmp_path / "missing.pt")
+
+
+@real
 def test_evaluate_helper():
     trainer = Trainer("ppo", env="CartPole-v1", seed=0, config={"n_envs": 2, "n_steps": 16})
     res = trainer.evaluate(n_episodes=2)
@@ -249,5 +272,5 @@ def test_bad_arguments():
         rlox.PPOTrainer(env="CartPole-v1", algorithm="a2c")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Trainer.from_checkpoint("/nonexistent/model.pt", algorithm="ppo")
-    with pytest.raises(TypeError, match="needs algorithm="):
-        Trainer.from_checkpoint("model.pt")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Trainer.from_checkpoint("/nonexistent/model.pt")   # the algorithm is read from the file
