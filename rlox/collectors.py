@@ -163,6 +163,7 @@ class RolloutCollector:
             venv = wrap(venv)
         self.env = venv
         self.dict_layout = getattr(venv, "dict_layout", None)   # Dict observations (rlox.multi_input)
+        self.obs_layout = getattr(venv, "obs_layout", None)     # Discrete, Tuple, ... observations
         self.normalizer: VecNormalize | None = next((w for w in wrappers if isinstance(w, VecNormalize)), None)
         self.observation_space: gym.Space = venv.single_observation_space
         self.action_space: gym.Space = venv.single_action_space

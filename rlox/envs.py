@@ -294,11 +294,12 @@ class GymVecEnv:
     def __init__(self, env_id_or_fns, n_envs: int | None = None, seed: int | None = 0,
                  asynchronous: bool = False, **make_kwargs):
         fns = _env_fns(env_id_or_fns, n_envs, make_kwargs)
-        # Dict observations are flattened per env, keeping their layout (rlox.multi_input).
-        from rlox.multi_input import flatten_if_dict
+        # Dict, Discrete, MultiDiscrete, MultiBinary and Tuple observations are flattened per env
+        # into one float vector, keeping their layout (rlox.multi_input).
+        from rlox.multi_input import flatten_structured
 
         raw_fns = list(fns)
-        fns = [(lambda f=f: flatten_if_dict(f())) for f in raw_fns]
+        fns = [(lambda f=f: flatten_structured(f())) for f in raw_fns]
         if asynchronous:
             self.envs = gym.vector.AsyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
         else:
@@ -306,16 +307,15 @@ class GymVecEnv:
         self.asynchronous = bool(asynchronous)
         if asynchronous:
             # Subprocess envs cannot be asked for an attribute they lack: probe one env here.
-            from rlox.multi_input import DictLayout
-
-            probe = raw_fns[0]()
+            probe = flatten_structured(raw_fns[0]())
             try:
-                self.dict_layout = (DictLayout(probe.observation_space)
-                                    if isinstance(probe.observation_space, gym.spaces.Dict) else None)
+                self.dict_layout = getattr(probe, "layout", None)
+                self.obs_layout = getattr(probe, "obs_layout", None)
             finally:
                 probe.close()
         else:
             self.dict_layout = getattr(self.envs.envs[0], "layout", None)
+            self.obs_layout = getattr(self.envs.envs[0], "obs_layout", None)
         self.num_envs = self.envs.num_envs
         self.seed = seed
         self.single_observation_space = self.envs.single_observation_space

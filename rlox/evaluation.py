@@ -132,11 +132,11 @@ def performance_profiles(
 
 def _make_eval_env(env: Any, seed: int):
     """A single gymnasium env for ``env`` (an id, a registered rlox env name or an env object);
-    Dict observations are flattened as in training (``rlox.multi_input``)."""
-    from rlox.multi_input import flatten_if_dict
+    Dict, Discrete, Tuple, ... observations are flattened as in training (``rlox.multi_input``)."""
+    from rlox.multi_input import flatten_structured
 
     made, owned = _make_eval_env_unflattened(env, seed)
-    return flatten_if_dict(made), owned
+    return flatten_structured(made), owned
 
 
 def _make_eval_env_unflattened(env: Any, seed: int):

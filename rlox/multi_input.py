@@ -13,6 +13,12 @@ every algorithm (PPO, A2C, SAC, TD3, DQN, ...).
 which hindsight relabelling (``rlox.her``) uses to rewrite goals in place, and ``predict``
 accepts the Dict observations themselves (``algo.predict({"observation": ..., ...})``).
 Text spaces must be tokenised first (``LanguageWrapper(..., tokenizer=...)``).
+
+The other structured spaces get the same treatment (``FlattenObservation``, ``ObsLayout``):
+Discrete and MultiDiscrete observations (FrozenLake, Taxi, CliffWalking) become one-hot vectors,
+MultiBinary 0/1 floats, and a Tuple (Blackjack) the concatenation of its parts, as SB3's
+``preprocess_obs`` does for the first three. ``predict`` then takes the raw observation (an int,
+an int array, a tuple) or a batch of them, and the flat float vector as well.
 """
 from __future__ import annotations
 
@@ -22,9 +28,47 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["DictLayout", "FlattenDictObservation", "flatten_if_dict", "find_dict_layout"]
+__all__ = ["DictLayout", "FlattenDictObservation", "flatten_if_dict", "find_dict_layout", "ObsLayout",
+           "FlattenObservation", "flatten_structured", "find_obs_layout"]
 
 _SUPPORTED = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
+
+
+def _single_ndim(space: spaces.Space) -> int:
+    """The number of dimensions of one (unbatched) value of a Box/Discrete/Multi* space."""
+    return len(space.shape) if isinstance(space, (spaces.Box, spaces.MultiBinary, spaces.MultiDiscrete)) else 0
+
+
+def _flatten_part(sub: spaces.Space, v: np.ndarray, n: int, what: str, batched: bool) -> np.ndarray:
+    """``n`` values of ``sub`` -> float32 ``[n, flatdim(sub)]``: Discrete and MultiDiscrete
+    one-hot, Box and MultiBinary reshaped; out-of-range integers are refused."""
+    if isinstance(sub, spaces.Discrete):
+        if v.size != n:
+            raise ValueError(f"{what} has shape {v.shape}; expected one integer{' per row' if batched else ''} "
+                             f"for {sub}")
+        idx = v.reshape(n).astype(np.int64) - int(sub.start)
+        if (idx < 0).any() or (idx >= sub.n).any():
+            raise ValueError(f"{what} holds {v.reshape(-1)[:4]}, outside {sub}")
+        part = np.zeros((n, int(sub.n)), np.float32)
+        part[np.arange(n), idx] = 1.0
+        return part
+    if isinstance(sub, spaces.MultiDiscrete):
+        nvec = np.asarray(sub.nvec).reshape(-1)
+        if v.size != n * nvec.size:
+            raise ValueError(f"{what} has shape {v.shape}, expected {sub.shape}"
+                             f"{' per row' if batched else ' (or a batch [B, ...])'}")
+        vals = v.reshape(n, -1).astype(np.int64) - np.asarray(sub.start).reshape(-1)
+        if (vals < 0).any() or (vals >= nvec).any():
+            raise ValueError(f"{what} holds {v.reshape(-1)[:4]}, outside {sub}")
+        offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+        part = np.zeros((n, int(nvec.sum())), np.float32)
+        part[np.arange(n)[:, None], offsets + vals] = 1.0
+        return part
+    want = int(np.prod(sub.shape))
+    if v.size != n * want:
+        raise ValueError(f"{what} has shape {v.shape}, expected {sub.shape}"
+                         f"{' per row' if batched else ' (or a batch [B, ...])'}")
+    return v.reshape(n, want).astype(np.float32, copy=False)
 
 
 class DictLayout:
@@ -61,34 +105,12 @@ class DictLayout:
         if missing:
             raise ValueError(f"the observation lacks keys {missing}; expected keys {self.keys}")
         first = self.keys[0]
-        sub0 = self.space.spaces[first]
-        v0 = np.asarray(obs[first])
-        single_ndim = len(sub0.shape) if isinstance(sub0, (spaces.Box, spaces.MultiBinary, spaces.MultiDiscrete)) \
-            else 0
-        batched = v0.ndim == single_ndim + 1
+        batched = np.asarray(obs[first]).ndim == _single_ndim(self.space.spaces[first]) + 1
         parts = []
         for key in self.keys:
-            sub, v = self.space.spaces[key], np.asarray(obs[key])
-            n = v.shape[0] if batched else 1
-            if isinstance(sub, spaces.Discrete):
-                idx = v.reshape(n).astype(np.int64) - int(sub.start)
-                if (idx < 0).any() or (idx >= sub.n).any():
-                    raise ValueError(f"observation key {key!r} holds {v.reshape(-1)[:4]}, outside {sub}")
-                part = np.zeros((n, int(sub.n)), np.float32)
-                part[np.arange(n), idx] = 1.0
-            elif isinstance(sub, spaces.MultiDiscrete):
-                nvec = np.asarray(sub.nvec).reshape(-1)
-                vals = v.reshape(n, -1).astype(np.int64) - np.asarray(sub.start).reshape(-1)
-                offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
-                part = np.zeros((n, int(nvec.sum())), np.float32)
-                part[np.arange(n)[:, None], offsets + vals] = 1.0
-            else:
-                want = int(np.prod(sub.shape))
-                if v.size != n * want:
-                    raise ValueError(f"observation key {key!r} has shape {v.shape}, expected {sub.shape}"
-                                     f"{' (or a batch [B, ...])' if not batched else ' per row'}")
-                part = v.reshape(n, want).astype(np.float32, copy=False)
-            parts.append(part)
+            v = np.asarray(obs[key])
+            parts.append(_flatten_part(self.space.spaces[key], v, v.shape[0] if batched else 1,
+                                       f"observation key {key!r}", batched))
         flat = np.concatenate(parts, axis=1)
         return flat if batched else flat[0]
 
@@ -137,5 +159,94 @@ def find_dict_layout(obj: Any) -> DictLayout | None:
     for cand in (obj, getattr(obj, "collector", None), getattr(obj, "env", None)):
         layout = getattr(cand, "dict_layout", None) if cand is not None else None
         if isinstance(layout, DictLayout):
+            return layout
+    return None
+
+
+# ------------------------------------------------------------------ other structured spaces
+_STRUCTURED = (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary, spaces.Tuple)
+
+
+class ObsLayout:
+    """How a Discrete, MultiDiscrete, MultiBinary or Tuple observation space maps to one float32
+    vector (one-hot for the integer spaces, 0/1 for MultiBinary, parts concatenated for a Tuple
+    of Box/Discrete/MultiDiscrete/MultiBinary).
+
+    Attributes: space (the original space), flat_dim, flat_space (float32 Box).
+    """
+
+    def __init__(self, space: spaces.Space) -> None:
+        if not isinstance(space, _STRUCTURED):
+            raise TypeError(f"ObsLayout needs a Discrete, MultiDiscrete, MultiBinary or Tuple space, got {space}")
+        parts = space.spaces if isinstance(space, spaces.Tuple) else (space,)
+        for i, sub in enumerate(parts):
+            if not isinstance(sub, _SUPPORTED):
+                raise ValueError(f"observation part {i} has space {sub}; Tuple observations may hold Box, "
+                                 f"Discrete, MultiDiscrete and MultiBinary spaces; flatten it yourself")
+        self.space = space
+        self.parts = tuple(parts)
+        self.flat_dim = int(sum(spaces.flatdim(p) for p in self.parts))
+        low = np.concatenate([np.asarray(spaces.flatten_space(p).low, np.float32).reshape(-1) for p in self.parts])
+        high = np.concatenate([np.asarray(spaces.flatten_space(p).high, np.float32).reshape(-1) for p in self.parts])
+        self.flat_space = spaces.Box(low, high, (self.flat_dim,), np.float32)
+
+    def is_raw(self, obs: Any) -> bool:
+        """Whether ``obs`` is in the space's own form (ints, tuples) rather than already flat floats."""
+        if isinstance(obs, (tuple, list)) and isinstance(self.space, spaces.Tuple):
+            return True
+        arr = np.asarray(obs)
+        return arr.dtype.kind in "biu" and not isinstance(self.space, spaces.Tuple)
+
+    def flatten(self, obs: Any) -> np.ndarray:
+        """One raw observation -> float32 ``[flat_dim]``; a batch (Discrete: ints ``[B]``; Multi*:
+        ``[B, ...]``; Tuple: a tuple of batched parts) -> ``[B, flat_dim]``."""
+        if isinstance(self.space, spaces.Tuple):
+            if not isinstance(obs, (tuple, list)) or len(obs) != len(self.parts):
+                raise ValueError(f"the observation should be a tuple of {len(self.parts)} parts for {self.space}, "
+                                 f"got {type(obs).__name__}")
+            values = [np.asarray(v) for v in obs]
+        else:
+            values = [np.asarray(obs)]
+        batched = values[0].ndim == _single_ndim(self.parts[0]) + 1
+        n = values[0].shape[0] if batched else 1
+        flat = np.concatenate([_flatten_part(sub, v, n, f"observation part {i}" if len(self.parts) > 1
+                                             else "the observation", batched)
+                               for i, (sub, v) in enumerate(zip(self.parts, values))], axis=1)
+        return flat if batched else flat[0]
+
+    def __repr__(self) -> str:
+        return f"ObsLayout({self.space} -> {self.flat_dim} floats)"
+
+
+class FlattenObservation(gym.ObservationWrapper):
+    """A Discrete / MultiDiscrete / MultiBinary / Tuple observation as one float32 vector
+    (``ObsLayout``); ``obs_layout`` and ``raw_observation_space`` keep the original."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.obs_layout = ObsLayout(env.observation_space)
+        self.raw_observation_space = env.observation_space
+        self.observation_space = self.obs_layout.flat_space
+
+    def observation(self, observation: Any) -> np.ndarray:
+        return self.obs_layout.flatten(observation)
+
+
+def flatten_structured(env: gym.Env) -> gym.Env:
+    """``env`` with its observations made one float vector where they are not already a Box:
+    ``FlattenDictObservation`` for a Dict space, ``FlattenObservation`` for Discrete,
+    MultiDiscrete, MultiBinary and Tuple spaces; Box envs are returned as they are."""
+    if isinstance(env.observation_space, spaces.Dict):
+        return FlattenDictObservation(env)
+    if isinstance(env.observation_space, _STRUCTURED):
+        return FlattenObservation(env)
+    return env
+
+
+def find_obs_layout(obj: Any) -> ObsLayout | None:
+    """The ``ObsLayout`` of an algorithm's, collector's or vector env's observations, or None."""
+    for cand in (obj, getattr(obj, "collector", None), getattr(obj, "env", None)):
+        layout = getattr(cand, "obs_layout", None) if cand is not None else None
+        if isinstance(layout, ObsLayout):
             return layout
     return None

@@ -44,10 +44,11 @@ class _SingleGymEnv:
     num_envs = 1
 
     def __init__(self, env: gym.Env, seed: int | None) -> None:
-        from rlox.multi_input import flatten_if_dict
+        from rlox.multi_input import flatten_structured
 
-        env = flatten_if_dict(env)   # Dict observations are flattened (rlox.multi_input)
-        self.dict_layout = getattr(env, "layout", None)
+        env = flatten_structured(env)   # Dict, Discrete, Tuple, ... observations: one float vector
+        self.dict_layout = getattr(env, "layout", None)   # (rlox.multi_input)
+        self.obs_layout = getattr(env, "obs_layout", None)
         self.env = env
         self.seed = seed
         self._seeded = False
@@ -137,6 +138,7 @@ class OffPolicyCollector:
         self.observation_space = self.env.single_observation_space
         self.action_space = self.env.single_action_space
         self.dict_layout = getattr(self.env, "dict_layout", None)   # Dict observations (rlox.multi_input)
+        self.obs_layout = getattr(self.env, "obs_layout", None)     # Discrete, Tuple, ... observations
         if not isinstance(self.observation_space, spaces.Box):
             raise ValueError(f"off-policy collection needs a Box observation space, got "
                              f"{self.observation_space} for {env_label(env_id)}")

@@ -395,6 +395,12 @@ class Algorithm(abc.ABC):
             if layout is None:
                 raise TypeError(f"obs is a dict, but {env_label(self.env_id)} has observation space {space}")
             obs = layout.flatten(obs)
+        else:   # a Discrete / MultiDiscrete / MultiBinary / Tuple observation in its own form
+            from rlox.multi_input import find_obs_layout
+
+            obs_layout = find_obs_layout(self)
+            if obs_layout is not None and obs_layout.is_raw(obs):
+                obs = obs_layout.flatten(obs)
         arr = np.asarray(obs)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"obs must hold numbers, got dtype {arr.dtype}")
