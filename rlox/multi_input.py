@@ -14,7 +14,7 @@ which hindsight relabelling (``rlox.her``) uses to rewrite goals in place, and `
 accepts the Dict observations themselves (``algo.predict({"observation": ..., ...})``).
 Text spaces must be tokenised first (``LanguageWrapper(..., tokenizer=...)``).
 
-The other structured spaces get the same treatment (``FlattenObservation``, ``ObsLayout``):
+The other structured spaces get the same treatment (``FlattenStructuredObservation``, ``ObsLayout``):
 Discrete and MultiDiscrete observations (FrozenLake, Taxi, CliffWalking) become one-hot vectors,
 MultiBinary 0/1 floats, and a Tuple (Blackjack) the concatenation of its parts, as SB3's
 ``preprocess_obs`` does for the first three. ``predict`` then takes the raw observation (an int,
@@ -28,8 +28,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["DictLayout", "FlattenDictObservation", "flatten_if_dict", "find_dict_layout", "ObsLayout",
-           "FlattenObservation", "flatten_structured", "find_obs_layout"]
+__all__ = ["DictLayout", "FlattenDictObservation", "find_dict_layout", "ObsLayout",
+           "FlattenStructuredObservation", "flatten_structured", "find_obs_layout"]
 
 _SUPPORTED = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
@@ -147,13 +147,6 @@ class FlattenDictObservation(gym.ObservationWrapper):
         return self.layout.flatten(observation)
 
 
-def flatten_if_dict(env: gym.Env) -> gym.Env:
-    """``env`` wrapped in ``FlattenDictObservation`` when its observations are a Dict."""
-    if isinstance(env.observation_space, spaces.Dict):
-        return FlattenDictObservation(env)
-    return env
-
-
 def find_dict_layout(obj: Any) -> DictLayout | None:
     """The ``DictLayout`` of an algorithm's, collector's or vector env's Dict observations, or None."""
     for cand in (obj, getattr(obj, "collector", None), getattr(obj, "env", None)):
@@ -186,8 +179,9 @@ class ObsLayout:
         self.space = space
         self.parts = tuple(parts)
         self.flat_dim = int(sum(spaces.flatdim(p) for p in self.parts))
-        low = np.concatenate([np.asarray(spaces.flatten_space(p).low, np.float32).reshape(-1) for p in self.parts])
-        high = np.concatenate([np.asarray(spaces.flatten_space(p).high, np.float32).reshape(-1) for p in self.parts])
+        flat = [spaces.flatten_space(p) for p in self.parts]
+        low = np.concatenate([np.asarray(f.low, np.float32).reshape(-1) for f in flat])
+        high = np.concatenate([np.asarray(f.high, np.float32).reshape(-1) for f in flat])
         self.flat_space = spaces.Box(low, high, (self.flat_dim,), np.float32)
 
     def is_raw(self, obs: Any) -> bool:
@@ -218,7 +212,7 @@ class ObsLayout:
         return f"ObsLayout({self.space} -> {self.flat_dim} floats)"
 
 
-class FlattenObservation(gym.ObservationWrapper):
+class FlattenStructuredObservation(gym.ObservationWrapper):
     """A Discrete / MultiDiscrete / MultiBinary / Tuple observation as one float32 vector
     (``ObsLayout``); ``obs_layout`` and ``raw_observation_space`` keep the original."""
 
@@ -234,12 +228,12 @@ class FlattenObservation(gym.ObservationWrapper):
 
 def flatten_structured(env: gym.Env) -> gym.Env:
     """``env`` with its observations made one float vector where they are not already a Box:
-    ``FlattenDictObservation`` for a Dict space, ``FlattenObservation`` for Discrete,
+    ``FlattenDictObservation`` for a Dict space, ``FlattenStructuredObservation`` for Discrete,
     MultiDiscrete, MultiBinary and Tuple spaces; Box envs are returned as they are."""
     if isinstance(env.observation_space, spaces.Dict):
         return FlattenDictObservation(env)
     if isinstance(env.observation_space, _STRUCTURED):
-        return FlattenObservation(env)
+        return FlattenStructuredObservation(env)
     return env
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
-from rlox.multi_input import FlattenObservation, ObsLayout, flatten_structured
+from rlox.multi_input import FlattenStructuredObservation, ObsLayout, flatten_structured
 from rlox.trainer import Trainer
 
 
@@ -49,7 +49,7 @@ def test_flatten_structured_wraps_only_non_box():
     box_env = gym.make("CartPole-v1")
     assert flatten_structured(box_env) is box_env
     fl = flatten_structured(gym.make("FrozenLake-v1"))
-    assert isinstance(fl, FlattenObservation) and fl.observation_space.shape == (16,)
+    assert isinstance(fl, FlattenStructuredObservation) and fl.observation_space.shape == (16,)
     obs, _ = fl.reset(seed=0)
     np.testing.assert_array_equal(obs, np.eye(16, dtype=np.float32)[0])
     assert isinstance(fl.raw_observation_space, spaces.Discrete)
