@@ -215,6 +215,58 @@ def test_continuous_actions_and_pettingzoo_backend():
     assert m["episodes"] == 4 and np.isfinite(m["mean_reward"])
 
 
+class _Bounded(ParallelEnv):
+    """Two agents with different Box action bounds; the env refuses any action outside them."""
+
+    metadata = {"name": "bounded_v0"}
+    bounds = {"a": (-0.5, 0.5), "b": (2.0, 3.0)}
+
+    def __init__(self):
+        self.possible_agents = ["a", "b"]
+        self.seen = []
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        return gym.spaces.Box(-10, 10, (3,), np.float32)
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        lo, hi = self.bounds[agent]
+        return gym.spaces.Box(lo, hi, (2,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        self.agents = list(self.possible_agents)
+        return {a: np.zeros(3, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        for a, act in actions.items():
+            lo, hi = self.bounds[a]
+            assert act.shape == (2,) and (act >= lo).all() and (act <= hi).all(), (a, act)
+            self.seen.append(np.array(act))
+        obs = {a: np.full(3, self.t, np.float32) for a in self.agents}
+        rew = {a: -float(np.abs(actions[a]).sum()) for a in self.agents}
+        trunc = {a: self.t >= 4 for a in self.agents}
+        if self.t >= 4:
+            self.agents = []
+        return obs, rew, {a: False for a in obs}, trunc, {a: {} for a in obs}
+
+
+def test_continuous_actions_are_clipped_to_each_agents_bounds():
+    # The Gaussian sample (log std 0) falls outside [-0.5, 0.5] and far outside [2, 3] at the
+    # start; the env sees only clipped actions, the loss the unclipped ones.
+    algo = MAPPO(_Bounded, seed=0, n_envs=2, n_steps=8, n_epochs=1, share_policy=False)
+    batch = algo._collect()
+    acts = batch["actions"]
+    assert (np.abs(acts[..., 0, :2]) > 0.5).any() and (acts[..., 1, :2] < 2.0).any()
+    seen = np.concatenate([e.seen for e in algo.env.envs])
+    assert seen.shape[0] == 2 * 8 * 2 and seen.min() >= -0.5 and seen.max() <= 3.0
+    algo.train(total_timesteps=32)
+    act = algo.predict({"a": np.zeros(3), "b": np.zeros(3)})
+    assert (np.abs(act["a"]) <= 0.5).all() and ((act["b"] >= 2) & (act["b"] <= 3)).all()
+
+
 # ------------------------------------------------------------------ bad input
 def test_bad_input_errors():
     with pytest.raises(ValueError, match=r"unknown multi-agent env 'sprad_v3'; did you mean 'spread_v3'"):

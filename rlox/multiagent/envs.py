@@ -268,7 +268,8 @@ def _actions_array(actions: Any, venv: Any) -> np.ndarray:
                          f"(n_envs, n_agents, act_dim)")
     arr = np.ascontiguousarray(arr, dtype=np.float32)
     if np.isnan(arr).any():
-        raise ValueError(f"actions for {venv.env_id} hold NaN; expected floats in [0, 1]")
+        raise ValueError(f"actions for {venv.env_id} hold NaN; expected floats in each agent's action space "
+                         f"(values outside it are clipped to it)")
     return arr
 
 
@@ -333,6 +334,10 @@ class PettingZooVecEnv:
             self.discrete = False
             self.act_dims = [int(self.action_spaces[a].shape[0]) for a in self.possible_agents]
             self.act_dim = max(self.act_dims)
+            # Sampled Gaussian actions are clipped to each agent's bounds before the env steps
+            # (as SB3 does for Box actions); the unclipped sample stays what the loss scores.
+            self._act_low = [np.asarray(self.action_spaces[a].low, np.float32) for a in self.possible_agents]
+            self._act_high = [np.asarray(self.action_spaces[a].high, np.float32) for a in self.possible_agents]
         else:
             spaces = {a: str(s) for a, s in self.action_spaces.items()}
             raise TypeError(f"{label}: action spaces {spaces} are not all Discrete or all 1-D Box; MAPPO "
@@ -395,7 +400,10 @@ class PettingZooVecEnv:
             if self.discrete:
                 action = {a: int(acts[i, self._index[a]]) for a in live}
             else:
-                action = {a: acts[i, self._index[a], :self.act_dims[self._index[a]]] for a in live}
+                action = {}
+                for a in live:
+                    j = self._index[a]
+                    action[a] = np.clip(acts[i, j, :self.act_dims[j]], self._act_low[j], self._act_high[j])
             obs, rew, term, trunc, _ = env.step(action)
             for a in live:
                 j = self._index[a]
