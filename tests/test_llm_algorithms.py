@@ -186,6 +186,39 @@ def test_packing_auto_uses_packed_rows_where_attention_isolates_them():
         GRPO(m, reward_fn=hits, kl_coef=0.0, packing="packed")
 
 
+@pytest.mark.parametrize("arch", ["opt", "llama", "gpt2"])
+def test_disable_dropout_also_zeroes_functional_dropout(arch):
+    # OPT (dropout 0.1 by default) and Llama (attention_dropout) keep their probabilities as
+    # float attributes for F.dropout, GPT-2 in nn.Dropout modules: with disable_dropout (the
+    # default) the policy in train mode equals the frozen reference, so DPO starts at log 2.
+    from transformers import OPTConfig, OPTForCausalLM
+
+    torch.manual_seed(0)
+    if arch == "opt":
+        model = OPTForCausalLM(OPTConfig(vocab_size=V, hidden_size=32, ffn_dim=64, num_hidden_layers=2,
+                                         num_attention_heads=2, max_position_embeddings=64, word_embed_proj_dim=32,
+                                         dropout=0.3, eos_token_id=1, bos_token_id=0, pad_token_id=0))
+    elif arch == "llama":
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=V, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                             num_attention_heads=2, num_key_value_heads=1, attention_dropout=0.5,
+                                             max_position_embeddings=64, eos_token_id=1, _attn_implementation="eager"))
+    else:
+        model = gpt2()
+        model.config.resid_pdrop = 0.3
+    batch = [[2, 3, 4], [5, 6, 7, 8]], [[7, 7, 1], [9, 1]], [[8, 1], [10, 11, 12, 1]]
+    kept = DPO(model=__import__("copy").deepcopy(model), beta=0.1, disable_dropout=False, seed=0)
+    if arch != "gpt2":   # dropout on: the train-mode policy differs from the eval-mode reference
+        loss_on, _ = kept.compute_loss(*batch)
+        assert abs(loss_on.item() - math.log(2)) > 1e-4
+    dpo = DPO(model=model, beta=0.1, seed=0)
+    assert dpo.model.training
+    for _ in range(2):
+        loss, m = dpo.compute_loss(*batch)
+        assert float(loss) == pytest.approx(math.log(2), abs=1e-6) and m["rewards_margin"] == pytest.approx(0, abs=1e-6)
+    assert not [n for mod in dpo.model.modules() for n, v in vars(mod).items()
+                if type(v) is float and "drop" in n.lower() and v > 0]
+
+
 # ====================================================================== reward contracts
 def test_reward_functions_trl_and_positional_conventions():
     seen = {}

@@ -72,6 +72,24 @@ class TokenBatch:
         return list(self.texts) if self.texts is not None else [list(x) for x in self.ids]
 
 
+
+def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
+    """Set every dropout probability in ``model`` to 0, in place, and return it.
+
+    ``nn.Dropout`` modules get ``p = 0``. Many transformers models also call
+    ``F.dropout(x, p=self.dropout, training=self.training)`` with the probability kept as a float
+    attribute (OPT's ``dropout``, Llama's ``attention_dropout``, Bloom's ``hidden_dropout``,
+    ``layerdrop``): those attributes are set to 0 too, which TRL's ``disable_dropout_in_model``
+    misses (OPT's default dropout of 0.1 stays on there).
+    """
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+        for name, value in list(vars(mod).items()):
+            if type(value) is float and "drop" in name.lower() and 0.0 < value <= 1.0:
+                setattr(mod, name, 0.0)
+    return model
+
 def _vocab_size(model: Any) -> int:
     emb = model.get_input_embeddings()
     return int(emb.num_embeddings if hasattr(emb, "num_embeddings") else emb.weight.shape[0])
@@ -259,9 +277,7 @@ class LLMAlgorithm(abc.ABC):
         if self.config.disable_dropout:
             for m in (self.model, self.ref_model):
                 if m is not None:
-                    for mod in m.modules():
-                        if isinstance(mod, torch.nn.Dropout):
-                            mod.p = 0.0
+                    disable_dropout(m)
         self.model.train()
         self.context_length = _context_length(self.model)
         self.pad_id = self._pad_id()
