@@ -240,6 +240,40 @@ def test_discrete_bc_and_cql():
         BC(dataset=buf, action_space=gym.spaces.Discrete(1))
 
 
+# The shortest path on the deterministic 4x4 FrozenLake (0 left, 1 down, 2 right, 3 up).
+FROZEN_PATH = {0: 1, 4: 1, 8: 2, 9: 2, 10: 1, 14: 2}
+
+
+def test_discrete_and_tuple_observations_are_one_hot_encoded(tmp_path):
+    # collect_dataset (and Minari) store a Discrete observation as one integer; with the env
+    # given, the algorithms one-hot it, as the env boundary does in evaluation and predict.
+    lake = lambda: gym.make("FrozenLake-v1", is_slippery=False)  # noqa: E731
+    expert = lambda s: FROZEN_PATH.get(int(s), 0)  # noqa: E731
+    path = tmp_path / "lake.npz"
+    collect_dataset(expert, lake(), 1500, epsilon=0.3, seed=0, path=path)
+    assert np.load(path)["observations"].shape == (1500, 1)
+    bc = BC(dataset=str(path), env_id=lake(), seed=0, hidden=32, batch_size=64, steps_per_iteration=100)
+    assert bc.obs_dim == 16 and bc.dataset.gather(np.arange(2))["obs"].sum(axis=1).tolist() == [1.0, 1.0]
+    bc.train(n_gradient_steps=600)
+    assert [int(bc.predict(s, deterministic=True)) for s in FROZEN_PATH] == list(FROZEN_PATH.values())
+    np.testing.assert_array_equal(bc.predict(np.eye(16, dtype=np.float32)[[0, 14]], deterministic=True), [1, 2])
+    assert evaluate_policy(bc, lake(), n_episodes=1)["mean_reward"] == 1.0
+    bc.save(tmp_path / "bc.pt")
+    assert int(BC.load(tmp_path / "bc.pt").predict(14, deterministic=True)) == 2
+    # Tuple observations (Blackjack: sum, dealer card, usable ace) become 32 + 11 + 2 floats.
+    jack = collect_dataset(None, "Blackjack-v1", 300, seed=0)
+    assert jack.obs_dim == 3
+    cql = CQL(dataset=jack, env_id="Blackjack-v1", **SMALL)
+    assert cql.obs_dim == 45 and np.isfinite(cql.train(n_gradient_steps=20)["critic_loss"])
+    assert cql.predict((14, 10, 0)) in (0, 1)
+    with pytest.raises(ValueError, match=r"dataset observations: .*Discrete\(16\)"):
+        BC(dataset=dict(observations=np.full((4, 1), 20.0), next_observations=np.zeros((4, 1)),
+                        actions=np.zeros((4, 1)), rewards=np.zeros(4), terminals=np.ones(4, bool)), env_id=lake())
+    with pytest.raises(ValueError, match=r"observations\[0\] = \[0.5\] is not an integer observation"):
+        BC(dataset=dict(observations=np.full((4, 1), 0.5), next_observations=np.zeros((4, 1)),
+                        actions=np.zeros((4, 1)), rewards=np.zeros(4), terminals=np.ones(4, bool)), env_id=lake())
+
+
 # ---------------------------------------------------------------- datasets: making, files, Minari
 def test_collect_dataset_npz_and_replay_buffer(tmp_path):
     buf = collect_dataset(pendulum_swingup_policy, "Pendulum-v1", 250, noise=0.2, epsilon=0.1, seed=4,

@@ -90,18 +90,67 @@ class DatasetObsNormalizer:
         return ((x.reshape(x.shape[0], -1) - self.mean) / self.std).reshape(x.shape).astype(np.float32, copy=False)
 
 
-def _env_spaces(env: Any) -> tuple[gym.Space, gym.Space]:
-    """Observation and action space of an env id or env object (a made env is closed again)."""
+def _env_spaces(env: Any) -> tuple[gym.Space, gym.Space, Any]:
+    """Observation space (as evaluation sees it: Discrete, Tuple, ... flattened), action space and
+    ``ObsLayout`` (None for Box observations) of an env id or env object (a made env is closed again)."""
+    from rlox.multi_input import _STRUCTURED, ObsLayout
+
     if isinstance(env, gym.Env):
-        return env.observation_space, env.action_space
+        space = env.observation_space
+        if isinstance(space, _STRUCTURED):
+            layout = ObsLayout(space)
+            return layout.flat_space, env.action_space, layout
+        return space, env.action_space, getattr(env, "obs_layout", None)
     from rlox.evaluation import _make_eval_env
 
     made, owned = _make_eval_env(env, 0)
     try:
-        return made.observation_space, made.action_space
+        return made.observation_space, made.action_space, getattr(made, "obs_layout", None)
     finally:
         if owned:
             made.close()
+
+
+def _raw_obs_size(space: gym.Space) -> int:
+    """Values per observation when a Discrete / Multi* / Tuple observation is stored as it is
+    (a Discrete one as one integer)."""
+    parts = space.spaces if isinstance(space, gym.spaces.Tuple) else (space,)
+    return int(sum(1 if isinstance(p, gym.spaces.Discrete) else int(np.prod(p.shape)) for p in parts))
+
+
+def _flatten_dataset_obs(data: OfflineDatasetBuffer, layout: Any, name: str, seed: int) -> OfflineDatasetBuffer:
+    """``data`` with its observations in the env's own form (a Discrete observation as one integer,
+    as ``collect_dataset`` and Minari store them) turned into the flat vectors the networks see
+    (``ObsLayout``: one-hot for the integer spaces), so training, ``predict`` and evaluation agree."""
+    if data.normalize:
+        raise ValueError(f"{name}: the dataset was normalised when loaded, but its observations are the raw "
+                         f"values of {layout.space} and must be one-hot encoded first; load it with "
+                         f"normalize=False (the algorithm normalises with normalize_obs)")
+    cols = data.gather(np.arange(len(data), dtype=np.int64))
+    parts = layout.space.spaces if isinstance(layout.space, gym.spaces.Tuple) else (layout.space,)
+
+    def flat(x: np.ndarray, field: str) -> np.ndarray:
+        n, out, at = x.shape[0], [], 0
+        for sub in parts:
+            k = _raw_obs_size(sub)
+            v = x[:, at:at + k]
+            at += k
+            if isinstance(sub, gym.spaces.Box):
+                out.append(v.reshape(n, *sub.shape))
+                continue
+            bad = np.flatnonzero((v != np.round(v)).any(axis=1))
+            if bad.size:
+                raise ValueError(f"{name}: dataset {field}[{int(bad[0])}] = {v[bad[0]].tolist()} is not an integer "
+                                 f"observation of {sub}")
+            v = v.astype(np.int64)
+            out.append(v[:, 0] if isinstance(sub, gym.spaces.Discrete) else v.reshape(n, *sub.shape))
+        try:
+            return layout.flatten(tuple(out) if isinstance(layout.space, gym.spaces.Tuple) else out[0])
+        except ValueError as e:
+            raise ValueError(f"{name}: dataset {field}: {e}") from None
+
+    return OfflineDatasetBuffer(flat(cols["obs"], "observations"), flat(cols["next_obs"], "next_observations"),
+                                cols["actions"], cols["rewards"], cols["terminated"], cols["truncated"], seed=seed)
 
 
 class OfflineAlgorithm(NamedNetworks, Algorithm):
@@ -140,8 +189,10 @@ class OfflineAlgorithm(NamedNetworks, Algorithm):
         super().__init__(env_id, seed=seed, callbacks=callbacks, logger=logger, device=device, **config)
         name = type(self).__name__
         env_obs_space = None
+        #: How the env's Discrete / Tuple / ... observations become the flat vectors trained on.
+        self.obs_layout = None
         if env_id is not None:
-            env_obs_space, env_act_space = _env_spaces(env_id)
+            env_obs_space, env_act_space, self.obs_layout = _env_spaces(env_id)
             if action_space is None:
                 action_space = env_act_space
         if action_space is not None and not isinstance(action_space, (gym.spaces.Box, gym.spaces.Discrete)):
@@ -160,6 +211,9 @@ class OfflineAlgorithm(NamedNetworks, Algorithm):
         data = None
         if dataset is not None:
             data = resolve_dataset(dataset, seed=self.seed)
+            if (self.obs_layout is not None and data.obs_dim != self.obs_layout.flat_dim
+                    and data.obs_dim == _raw_obs_size(self.obs_layout.space)):
+                data = _flatten_dataset_obs(data, self.obs_layout, name, self.seed)
             self._check_dims(data, obs_dim, act_dim)
             obs_dim = data.obs_dim if obs_dim is None else int(obs_dim)
             if act_dim is None:
