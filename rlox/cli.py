@@ -4,9 +4,9 @@
     rlox train --config experiment.yaml          (rlox.runner.train_from_config; flags override the file)
     rlox eval  --algo ppo --checkpoint m.pt --env CartPole-v1 --episodes 10   (--algo: default the checkpoint's)
     rlox list
-    rlox export --algo ppo --checkpoint m.pt --out runs/x     (inference artifacts; rlox.serve)
+    rlox export --checkpoint m.pt --out runs/x [--algo ppo]   (inference artifacts; rlox.serve)
     rlox serve runs/x --port 8080                            (HTTP policy server; rlox.serve)
-    rlox deploy --checkpoint m.pt --algo ppo --env CartPole-v1 --out deploy   (rlox.deploy)
+    rlox deploy --checkpoint m.pt --out deploy [--algo ppo --env CartPole-v1]   (rlox.deploy)
     rlox llm grpo --model PATH --dataset prompts.jsonl --reward exact_answer [--steps 50] [--save out/]
 
 Errors (unknown algorithm or env, bad checkpoint, bad config) print one line to stderr and exit

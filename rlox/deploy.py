@@ -441,8 +441,9 @@ def write_deployment(directory: str | Path, *, checkpoint_path: str, algorithm: 
 def add_deploy_parser(sub: Any) -> None:
     p = sub.add_parser("deploy", help="write a Dockerfile, a Kubernetes Job and a SageMaker config")
     p.add_argument("--checkpoint", required=True, help="checkpoint, relative to the Docker build context")
-    p.add_argument("--algo", required=True, help="algorithm of the checkpoint, e.g. ppo")
-    p.add_argument("--env", required=True, help="env id, e.g. CartPole-v1")
+    p.add_argument("--algo", help="algorithm of the checkpoint, e.g. ppo (default: the checkpoint's, when the "
+                                  "file is here)")
+    p.add_argument("--env", help="env id, e.g. CartPole-v1 (default: the checkpoint's, when the file is here)")
     p.add_argument("--out", default="deploy", help="folder to write the files into (default ./deploy)")
     p.add_argument("--name", help="Kubernetes Job name (default rlox-<algo>)")
     p.add_argument("--image", help="image the Job runs (default <name>:latest)")
@@ -455,7 +456,30 @@ def add_deploy_parser(sub: Any) -> None:
     p.add_argument("--timesteps", type=int, default=100_000, help="training steps of the Job and SageMaker config")
 
 
+def _from_checkpoint_file(path: str, algo: str | None, env: str | None) -> tuple[str, str]:
+    """``--algo`` / ``--env`` as given, the missing ones read from the checkpoint file."""
+    if algo is not None and env is not None:
+        return algo, env
+    missing = " and ".join(f"--{n}" for n, v in (("algo", algo), ("env", env)) if v is None)
+    if not Path(path).is_file():
+        raise ValueError(f"{missing} not given and the checkpoint {path!r} is not a file here to read them from; "
+                         f"pass {missing}")
+    from rlox.checkpointing import safe_torch_load
+
+    ckpt = safe_torch_load(path)
+    ckpt = ckpt if isinstance(ckpt, dict) else {}
+    if algo is None:
+        algo = ckpt.get("algorithm")
+    if env is None:
+        env = ckpt.get("env_id")
+    for flag, value in (("--algo", algo), ("--env", env)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"the checkpoint {path!r} records no {flag[2:]} name; pass {flag}")
+    return algo, env
+
+
 def run_deploy(args: Any) -> int:
+    args.algo, args.env = _from_checkpoint_file(args.checkpoint, args.algo, args.env)
     paths = write_deployment(args.out, checkpoint_path=args.checkpoint, algorithm=args.algo, env=args.env,
                              name=args.name, image=args.image, base_image=args.base_image, gpu=args.gpu,
                              memory=args.memory, cpu=args.cpu, port=args.port, instance_type=args.instance_type,

@@ -248,7 +248,7 @@ def run_serve(args: Any) -> int:
 
 def add_export_parser(sub: Any) -> None:
     p = sub.add_parser("export", help="write inference artifacts (for 'rlox serve') from a checkpoint")
-    p.add_argument("--algo", required=True, help="algorithm of the checkpoint, e.g. ppo")
+    p.add_argument("--algo", help="algorithm of the checkpoint, e.g. ppo (default: the name the checkpoint records)")
     p.add_argument("--checkpoint", required=True, help="checkpoint written by train --save / Trainer.save")
     p.add_argument("--env", help="env id (default: the checkpoint's env)")
     p.add_argument("--out", required=True, help="folder to write inference.yaml and actor.safetensors into")
@@ -260,7 +260,7 @@ def run_export(args: Any) -> int:
 
     trainer = Trainer.from_checkpoint(args.checkpoint, algorithm=args.algo, env=args.env)
     path = export_inference(trainer.algo, args.out)
-    print(f"wrote inference artifacts of {args.algo} to {path.parent}")
+    print(f"wrote inference artifacts of {trainer.algorithm_name} to {path.parent}")
     return 0
 
 

@@ -4,6 +4,7 @@ import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -201,6 +202,34 @@ def test_cli_writes_the_three_files(tmp_path, capsys):
                  "--out", str(tmp_path / "bad")]) == 1
     assert "rlox: error: checkpoint_path='x.pt; rm -rf /' is not valid" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()  # validated before anything is written
+
+
+def test_cli_export_and_deploy_read_algo_and_env_from_the_checkpoint(tmp_path, capsys, monkeypatch):
+    from rlox import Trainer
+    from rlox.cli import main
+    from rlox.inference import InferencePolicy
+
+    monkeypatch.chdir(tmp_path)
+    trainer = Trainer("a2c", env="Acrobot-v1", seed=0)
+    trainer.train(total_timesteps=200)
+    trainer.save("m.pt")
+    # export: no --algo; the artifacts act as the trained policy does
+    assert main(["export", "--checkpoint", "m.pt", "--out", "art"]) == 0
+    assert "wrote inference artifacts of a2c to art" in capsys.readouterr().out
+    obs = np.random.default_rng(0).normal(size=(6, 6)).astype(np.float32)
+    np.testing.assert_array_equal(InferencePolicy.load("art").act(obs), trainer.predict(obs, deterministic=True))
+    # deploy: --algo and --env from the file; either may still be given
+    assert main(["deploy", "--checkpoint", "m.pt", "--out", "dep"]) == 0
+    docker = (tmp_path / "dep" / "Dockerfile").read_text()
+    assert '"--algo", "a2c", "--env", "Acrobot-v1"' in docker
+    assert _k8s_roundtrip((tmp_path / "dep" / "k8s-job.yaml").read_text())["metadata"]["name"] == "rlox-a2c"
+    assert main(["deploy", "--checkpoint", "m.pt", "--env", "CartPole-v1", "--out", "dep2"]) == 0
+    assert '"--algo", "a2c", "--env", "CartPole-v1"' in (tmp_path / "dep2" / "Dockerfile").read_text()
+    capsys.readouterr()
+    assert main(["deploy", "--checkpoint", "elsewhere/m.pt", "--out", "dep3"]) == 1
+    assert ("--algo and --env not given and the checkpoint 'elsewhere/m.pt' is not a file here to read them "
+            "from; pass --algo and --env") in capsys.readouterr().err
+    assert not (tmp_path / "dep3").exists()
 
 
 def test_write_deployment_validates_everything_before_writing(tmp_path):
