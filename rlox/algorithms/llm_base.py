@@ -72,7 +72,6 @@ class TokenBatch:
         return list(self.texts) if self.texts is not None else [list(x) for x in self.ids]
 
 
-
 def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
     """Set every dropout probability in ``model`` to 0, in place, and return it.
 
@@ -89,6 +88,7 @@ def disable_dropout(model: torch.nn.Module) -> torch.nn.Module:
             if type(value) is float and "drop" in name.lower() and 0.0 < value <= 1.0:
                 setattr(mod, name, 0.0)
     return model
+
 
 def _vocab_size(model: Any) -> int:
     emb = model.get_input_embeddings()

@@ -93,14 +93,11 @@ class DatasetObsNormalizer:
 def _env_spaces(env: Any) -> tuple[gym.Space, gym.Space, Any]:
     """Observation space (as evaluation sees it: Discrete, Tuple, ... flattened), action space and
     ``ObsLayout`` (None for Box observations) of an env id or env object (a made env is closed again)."""
-    from rlox.multi_input import _STRUCTURED, ObsLayout
-
     if isinstance(env, gym.Env):
-        space = env.observation_space
-        if isinstance(space, _STRUCTURED):
-            layout = ObsLayout(space)
-            return layout.flat_space, env.action_space, layout
-        return space, env.action_space, getattr(env, "obs_layout", None)
+        from rlox.multi_input import flatten_structured
+
+        flat = flatten_structured(env)      # a wrapper around env (nothing is stepped or reset)
+        return flat.observation_space, env.action_space, getattr(flat, "obs_layout", None)
     from rlox.evaluation import _make_eval_env
 
     made, owned = _make_eval_env(env, 0)
