@@ -315,6 +315,11 @@ def export_inference(algo: Any, directory: str | os.PathLike, *, extra: Mapping[
         atomic_write_text(yaml.safe_dump(spec, sort_keys=False), path)
         return path
     norm = _normalizer_state(algo.obs_normalizer() if callable(getattr(algo, "obs_normalizer", None)) else None)
+    from rlox.multi_input import find_obs_layout, raw_space_spec
+
+    layout = find_obs_layout(algo)      # Discrete / Tuple / ... observations: InferencePolicy takes them raw
+    if layout is not None:
+        extra = {**dict(extra or {}), "raw_observation_space": raw_space_spec(layout.space)}
     return _write_policy(directory, export, head, algo.observation_space, algo.action_space, norm, extra)
 
 

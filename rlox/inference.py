@@ -51,7 +51,7 @@ from torch import nn
 
 __all__ = ["InferencePolicy", "RecurrentInferencePolicy", "MultiAgentInferencePolicy", "InferenceRunner",
            "ArtifactError", "AppendConstant", "ImageInput", "Rescale", "ChannelLayerNorm", "Residual", "Symlog",
-           "LSTMCore", "RSSMCore",
+           "LSTMCore", "RSSMCore", "RawObservationEncoder",
            "INFERENCE_FILE", "ACTOR_FILE", "NORMALIZER_FILE", "DISTRIBUTIONS", "RECURRENT_TYPES"]
 
 INFERENCE_FORMAT = "rlox-inference"
@@ -531,6 +531,103 @@ def _build_core(section: Any, networks: Mapping[str, nn.Module], weights: Mappin
                     unimix=float(unimix), action_dim=action_dim)
 
 
+_RAW_KINDS = ("discrete", "multi_discrete", "multi_binary", "box")
+
+
+class RawObservationEncoder:
+    """Discrete, MultiDiscrete, MultiBinary and Tuple observations -> one float32 vector, from the
+    plain description ``rlox.multi_input.raw_space_spec`` writes (``inference.yaml``'s
+    ``raw_observation_space``): Discrete and MultiDiscrete one-hot, MultiBinary and Box parts
+    reshaped, a Tuple's parts concatenated in order. It is the encoding itself:
+    ``rlox.multi_input.ObsLayout`` (training, ``predict``) calls it too, and this module keeps
+    importing no other rlox code.
+    """
+
+    def __init__(self, spec: Mapping[str, Any]) -> None:
+        if not isinstance(spec, Mapping) or spec.get("type") not in (*_RAW_KINDS, "tuple"):
+            raise ValueError(f"not an observation space description: {spec!r}")
+        self.spec = dict(spec)
+        self.is_tuple = spec["type"] == "tuple"
+        self.parts = [dict(p) for p in spec["spaces"]] if self.is_tuple else [dict(spec)]
+        for p in self.parts:
+            if not isinstance(p, Mapping) or p.get("type") not in _RAW_KINDS:
+                raise ValueError(f"observation part {p!r} is not one of {list(_RAW_KINDS)}")
+        self.label = str(spec.get("label", spec["type"]))
+        self.flat_dims = [self._part_dim(p) for p in self.parts]
+        self.flat_dim = int(sum(self.flat_dims))
+
+    @staticmethod
+    def _part_dim(p: Mapping[str, Any]) -> int:
+        if p["type"] == "discrete":
+            return int(p["n"])
+        if p["type"] == "multi_discrete":
+            return int(np.sum(p["nvec"]))
+        return int(np.prod(p["shape"]))
+
+    @staticmethod
+    def part_ndim(p: Mapping[str, Any]) -> int:
+        """Dimensions of one (unbatched) value of a part's description."""
+        if p["type"] == "discrete":
+            return 0
+        return int(np.asarray(p["nvec"]).ndim) if p["type"] == "multi_discrete" else len(p["shape"])
+
+    def is_raw(self, obs: Any) -> bool:
+        """Whether ``obs`` is in the space's own form (ints, tuples) rather than already flat floats."""
+        if isinstance(obs, (tuple, list)) and self.is_tuple:
+            return True
+        arr = np.asarray(obs.detach().cpu().numpy() if isinstance(obs, torch.Tensor) else obs)
+        return arr.dtype.kind in "biu" and not self.is_tuple
+
+    @staticmethod
+    def encode_part(p: Mapping[str, Any], v: np.ndarray, n: int, what: str, batched: bool) -> np.ndarray:
+        """``n`` values ``v`` of the part described by ``p`` -> float32 ``[n, part's flat size]``;
+        out-of-range integers and wrong sizes are refused, naming ``what``."""
+        label = p.get("label", p["type"])
+        if p["type"] == "discrete":
+            if v.size != n:
+                raise ValueError(f"{what} has shape {v.shape}; expected one integer{' per row' if batched else ''} "
+                                 f"for {label}")
+            idx = v.reshape(n).astype(np.int64) - int(p.get("start", 0))
+            if (idx < 0).any() or (idx >= int(p["n"])).any():
+                raise ValueError(f"{what} holds {v.reshape(-1)[:4]}, outside {label}")
+            out = np.zeros((n, int(p["n"])), np.float32)
+            out[np.arange(n), idx] = 1.0
+            return out
+        shape = tuple(np.asarray(p["nvec"]).shape) if p["type"] == "multi_discrete" else tuple(p["shape"])
+        per = f"{' per row' if batched else ' (or a batch [B, ...])'}"
+        if p["type"] == "multi_discrete":
+            nvec = np.asarray(p["nvec"], np.int64).reshape(-1)
+            if v.size != n * nvec.size:
+                raise ValueError(f"{what} has shape {v.shape}, expected {shape}{per}")
+            vals = v.reshape(n, -1).astype(np.int64) - np.asarray(p.get("start", 0), np.int64).reshape(-1)
+            if (vals < 0).any() or (vals >= nvec).any():
+                raise ValueError(f"{what} holds {v.reshape(-1)[:4]}, outside {label}")
+            offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
+            out = np.zeros((n, int(nvec.sum())), np.float32)
+            out[np.arange(n)[:, None], offsets + vals] = 1.0
+            return out
+        want = int(np.prod(shape))
+        if v.size != n * want:
+            raise ValueError(f"{what} has shape {v.shape}, expected {shape}{per}")
+        return v.reshape(n, want).astype(np.float32, copy=False)
+
+    def flatten(self, obs: Any) -> np.ndarray:
+        """One raw observation -> float32 ``[flat_dim]``; a batch (Discrete: ints ``[B]``; Multi*:
+        ``[B, ...]``; Tuple: a tuple of batched parts) -> ``[B, flat_dim]``."""
+        if self.is_tuple:
+            if not isinstance(obs, (tuple, list)) or len(obs) != len(self.parts):
+                raise ValueError(f"the observation should be a tuple of {len(self.parts)} parts for {self.label}, "
+                                 f"got {type(obs).__name__}")
+            values = [np.asarray(v) for v in obs]
+        else:
+            values = [np.asarray(obs.detach().cpu().numpy() if isinstance(obs, torch.Tensor) else obs)]
+        batched = values[0].ndim == self.part_ndim(self.parts[0]) + 1
+        n = values[0].shape[0] if batched else 1
+        flat = np.concatenate([self.encode_part(p, v, n, f"observation part {i}" if self.is_tuple else "the observation",
+                                          batched) for i, (p, v) in enumerate(zip(self.parts, values))], axis=1)
+        return flat if batched else flat[0]
+
+
 class InferencePolicy:
     """A policy rebuilt from an artifacts folder; ``act`` maps raw observations to env actions.
 
@@ -563,6 +660,18 @@ class InferencePolicy:
             self.low = np.asarray(act["low"], dtype=np.float64).reshape(self.action_shape)
             self.high = np.asarray(act["high"], dtype=np.float64).reshape(self.action_shape)
         self.unimix = float((pol.get("distribution_args") or {}).get("unimix", 0.0))
+        #: ``RawObservationEncoder`` of a policy trained on Discrete / MultiDiscrete / MultiBinary /
+        #: Tuple observations (they are one-hot encoded here, as in training), else None.
+        self.obs_layout = None
+        if spec.get("raw_observation_space") is not None:
+            try:
+                self.obs_layout = RawObservationEncoder(spec["raw_observation_space"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ArtifactError(f"inference.yaml: raw_observation_space is not a valid space description: "
+                                    f"{exc}") from None
+            if (self.obs_layout.flat_dim,) != self.obs_shape:
+                raise ArtifactError(f"inference.yaml: raw_observation_space flattens to {self.obs_layout.flat_dim} "
+                                    f"values, but observation_space has shape {list(self.obs_shape)}")
         self.generator = torch.Generator().manual_seed(int(seed) if seed is not None else
                                                        int.from_bytes(os.urandom(4), "little"))
 
@@ -690,6 +799,8 @@ class InferencePolicy:
         return out
 
     def _check_obs(self, obs: Any) -> tuple[np.ndarray, bool]:
+        if self.obs_layout is not None and self.obs_layout.is_raw(obs):
+            obs = self.obs_layout.flatten(obs)    # an integer / tuple observation, as the env gives it
         arr = np.asarray(obs.detach().cpu().numpy() if isinstance(obs, torch.Tensor) else obs)
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"obs must hold numbers, got dtype {arr.dtype}")

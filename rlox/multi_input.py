@@ -28,47 +28,17 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from rlox.inference import RawObservationEncoder
+
 __all__ = ["DictLayout", "FlattenDictObservation", "find_dict_layout", "ObsLayout",
-           "FlattenStructuredObservation", "flatten_structured", "find_obs_layout"]
+           "FlattenStructuredObservation", "flatten_structured", "find_obs_layout", "raw_space_spec"]
 
 _SUPPORTED = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
-def _single_ndim(space: spaces.Space) -> int:
-    """The number of dimensions of one (unbatched) value of a Box/Discrete/Multi* space."""
-    return len(space.shape) if isinstance(space, (spaces.Box, spaces.MultiBinary, spaces.MultiDiscrete)) else 0
-
-
-def _flatten_part(sub: spaces.Space, v: np.ndarray, n: int, what: str, batched: bool) -> np.ndarray:
-    """``n`` values of ``sub`` -> float32 ``[n, flatdim(sub)]``: Discrete and MultiDiscrete
-    one-hot, Box and MultiBinary reshaped; out-of-range integers are refused."""
-    if isinstance(sub, spaces.Discrete):
-        if v.size != n:
-            raise ValueError(f"{what} has shape {v.shape}; expected one integer{' per row' if batched else ''} "
-                             f"for {sub}")
-        idx = v.reshape(n).astype(np.int64) - int(sub.start)
-        if (idx < 0).any() or (idx >= sub.n).any():
-            raise ValueError(f"{what} holds {v.reshape(-1)[:4]}, outside {sub}")
-        part = np.zeros((n, int(sub.n)), np.float32)
-        part[np.arange(n), idx] = 1.0
-        return part
-    if isinstance(sub, spaces.MultiDiscrete):
-        nvec = np.asarray(sub.nvec).reshape(-1)
-        if v.size != n * nvec.size:
-            raise ValueError(f"{what} has shape {v.shape}, expected {sub.shape}"
-                             f"{' per row' if batched else ' (or a batch [B, ...])'}")
-        vals = v.reshape(n, -1).astype(np.int64) - np.asarray(sub.start).reshape(-1)
-        if (vals < 0).any() or (vals >= nvec).any():
-            raise ValueError(f"{what} holds {v.reshape(-1)[:4]}, outside {sub}")
-        offsets = np.concatenate([[0], np.cumsum(nvec)[:-1]])
-        part = np.zeros((n, int(nvec.sum())), np.float32)
-        part[np.arange(n)[:, None], offsets + vals] = 1.0
-        return part
-    want = int(np.prod(sub.shape))
-    if v.size != n * want:
-        raise ValueError(f"{what} has shape {v.shape}, expected {sub.shape}"
-                         f"{' per row' if batched else ' (or a batch [B, ...])'}")
-    return v.reshape(n, want).astype(np.float32, copy=False)
+def _single_ndim(spec: Mapping[str, Any]) -> int:
+    """The number of dimensions of one (unbatched) value of a part (``raw_space_spec``)."""
+    return RawObservationEncoder.part_ndim(spec)
 
 
 class DictLayout:
@@ -85,6 +55,7 @@ class DictLayout:
         self.space = space
         self.keys = list(space.spaces)
         self.slices: dict[str, slice] = {}
+        self._specs: dict[str, dict[str, Any]] = {}      # each key's encoding (RawObservationEncoder)
         start = 0
         for key, sub in space.spaces.items():
             if not isinstance(sub, _SUPPORTED):
@@ -92,6 +63,7 @@ class DictLayout:
                         if isinstance(sub, spaces.Text) else "")
                 raise ValueError(f"observation key {key!r} has space {sub}; Dict observations may hold Box, "
                                  f"Discrete, MultiDiscrete and MultiBinary spaces;{hint or ' flatten it yourself'}")
+            self._specs[key] = raw_space_spec(sub)
             dim = int(spaces.flatdim(sub))
             self.slices[key] = slice(start, start + dim)
             start += dim
@@ -105,12 +77,12 @@ class DictLayout:
         if missing:
             raise ValueError(f"the observation lacks keys {missing}; expected keys {self.keys}")
         first = self.keys[0]
-        batched = np.asarray(obs[first]).ndim == _single_ndim(self.space.spaces[first]) + 1
+        batched = np.asarray(obs[first]).ndim == _single_ndim(self._specs[first]) + 1
         parts = []
         for key in self.keys:
             v = np.asarray(obs[key])
-            parts.append(_flatten_part(self.space.spaces[key], v, v.shape[0] if batched else 1,
-                                       f"observation key {key!r}", batched))
+            parts.append(RawObservationEncoder.encode_part(self._specs[key], v, v.shape[0] if batched else 1,
+                                                           f"observation key {key!r}", batched))
         flat = np.concatenate(parts, axis=1)
         return flat if batched else flat[0]
 
@@ -178,7 +150,8 @@ class ObsLayout:
                                  f"Discrete, MultiDiscrete and MultiBinary spaces; flatten it yourself")
         self.space = space
         self.parts = tuple(parts)
-        self.flat_dim = int(sum(spaces.flatdim(p) for p in self.parts))
+        self._encoder = RawObservationEncoder(raw_space_spec(space))   # the encoding, shared with deployment
+        self.flat_dim = self._encoder.flat_dim
         flat = [spaces.flatten_space(p) for p in self.parts]
         low = np.concatenate([np.asarray(f.low, np.float32).reshape(-1) for f in flat])
         high = np.concatenate([np.asarray(f.high, np.float32).reshape(-1) for f in flat])
@@ -186,30 +159,36 @@ class ObsLayout:
 
     def is_raw(self, obs: Any) -> bool:
         """Whether ``obs`` is in the space's own form (ints, tuples) rather than already flat floats."""
-        if isinstance(obs, (tuple, list)) and isinstance(self.space, spaces.Tuple):
-            return True
-        arr = np.asarray(obs)
-        return arr.dtype.kind in "biu" and not isinstance(self.space, spaces.Tuple)
+        return self._encoder.is_raw(obs)
 
     def flatten(self, obs: Any) -> np.ndarray:
         """One raw observation -> float32 ``[flat_dim]``; a batch (Discrete: ints ``[B]``; Multi*:
         ``[B, ...]``; Tuple: a tuple of batched parts) -> ``[B, flat_dim]``."""
-        if isinstance(self.space, spaces.Tuple):
-            if not isinstance(obs, (tuple, list)) or len(obs) != len(self.parts):
-                raise ValueError(f"the observation should be a tuple of {len(self.parts)} parts for {self.space}, "
-                                 f"got {type(obs).__name__}")
-            values = [np.asarray(v) for v in obs]
-        else:
-            values = [np.asarray(obs)]
-        batched = values[0].ndim == _single_ndim(self.parts[0]) + 1
-        n = values[0].shape[0] if batched else 1
-        flat = np.concatenate([_flatten_part(sub, v, n, f"observation part {i}" if len(self.parts) > 1
-                                             else "the observation", batched)
-                               for i, (sub, v) in enumerate(zip(self.parts, values))], axis=1)
-        return flat if batched else flat[0]
+        return self._encoder.flatten(obs)
 
     def __repr__(self) -> str:
         return f"ObsLayout({self.space} -> {self.flat_dim} floats)"
+
+
+def raw_space_spec(space: spaces.Space) -> dict[str, Any]:
+    """A plain (YAML / JSON) description of an observation space ``ObsLayout`` takes: what
+    ``rlox.inference.RawObservationEncoder`` encodes from, and the inference artifacts record as
+    ``raw_observation_space``. ``label`` is the space's repr, for messages."""
+    if isinstance(space, spaces.Discrete):
+        out: dict[str, Any] = {"type": "discrete", "n": int(space.n), "start": int(space.start)}
+    elif isinstance(space, spaces.MultiDiscrete):
+        out = {"type": "multi_discrete", "nvec": np.asarray(space.nvec).tolist(),
+               "start": np.asarray(space.start).tolist()}
+    elif isinstance(space, spaces.MultiBinary):
+        out = {"type": "multi_binary", "shape": [int(s) for s in space.shape]}
+    elif isinstance(space, spaces.Box):
+        out = {"type": "box", "shape": [int(s) for s in space.shape]}
+    elif isinstance(space, spaces.Tuple):
+        out = {"type": "tuple", "spaces": [raw_space_spec(p) for p in space.spaces]}
+    else:
+        raise TypeError(f"no description for observation space {space}")
+    out["label"] = str(space)
+    return out
 
 
 class FlattenStructuredObservation(gym.ObservationWrapper):

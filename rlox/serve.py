@@ -87,6 +87,50 @@ def _observations(value: Any, obs_shape: tuple[int, ...], max_batch: int) -> np.
     return arr
 
 
+def _raw_observations(value: Any, layout: Any, obs_shape: tuple[int, ...], max_batch: int) -> np.ndarray | None:
+    """``value`` in the env's own form for a policy trained on Discrete / MultiDiscrete / MultiBinary
+    / Tuple observations (``{"obs": 14}``, ``[14, 3]`` for two; a Tuple one as a list of its parts,
+    a batch as a list of those), one-hot encoded as in training; None where ``value`` is the flat
+    vector instead (floats, or for a Tuple space a list of the flat shape)."""
+    def ints_only(x: Any) -> bool:
+        if isinstance(x, list):
+            return all(ints_only(v) for v in x)
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    is_tuple = layout.is_tuple
+    if is_tuple:
+        try:
+            shape = np.asarray(value, dtype=np.float64).shape
+        except (ValueError, OverflowError):     # ragged: parts of different sizes, so raw
+            shape = None
+        if shape is not None and (shape == obs_shape or shape[1:] == obs_shape):
+            return None
+    elif not ints_only(value):
+        return None
+    expected = (f"an observation of {layout.label} as the env gives it (or a list of them), or the flat "
+                f"vector of {layout.flat_dim} floats")
+    try:
+        if not is_tuple:
+            flat = layout.flatten(np.asarray(value, dtype=np.int64))
+        else:
+            if not isinstance(value, list) or not value:
+                raise ValueError(f"'obs' is {value!r}")
+            try:
+                flat = layout.flatten(tuple(value))
+            except (ValueError, TypeError):
+                if not all(isinstance(v, list) for v in value):
+                    raise
+                if len(value) > max_batch:
+                    raise PolicyServerError(422, f"'obs' is a batch of {len(value)}, expected 1 to {max_batch} "
+                                                 f"observations") from None
+                flat = np.stack([layout.flatten(tuple(v)) for v in value])
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise PolicyServerError(422, f"'obs' is not {expected}: {exc}") from None
+    if flat.ndim == 2 and not 1 <= flat.shape[0] <= max_batch:
+        raise PolicyServerError(422, f"'obs' is a batch of {flat.shape[0]}, expected 1 to {max_batch} observations")
+    return flat.astype(np.float64)
+
+
 def _to_json(action: Any) -> Any:
     return np.asarray(action).tolist()
 
@@ -142,6 +186,7 @@ def create_app(policy: Any, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max
         metadata = {
             "algorithm": spec.get("algorithm"), "env_id": spec.get("env_id"),
             "observation_space": spec.get("observation_space"), "action_space": spec.get("action_space"),
+            "raw_observation_space": spec.get("raw_observation_space"),
             "distribution": policy.distribution, "observation_normalization": policy.normalizer is not None,
             "rlox_version": __version__, "max_batch": max_batch, "max_body_bytes": max_body_bytes,
         }
@@ -205,7 +250,11 @@ def create_app(policy: Any, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max
                     raise PolicyServerError(exc.status, f"agent {a!r}: {exc.message}") from None
                 actions[a] = _to_json(agents[a].act(x, deterministic=deterministic))
             return {"action": actions}
-        obs = _observations(data["obs"], obs_shape, max_batch)
+        obs = None
+        if getattr(policy, "obs_layout", None) is not None:
+            obs = _raw_observations(data["obs"], policy.obs_layout, obs_shape, max_batch)
+        if obs is None:
+            obs = _observations(data["obs"], obs_shape, max_batch)
         action = policy.act(obs, deterministic=deterministic)
         return {"action": _to_json(action)}
 

@@ -136,6 +136,47 @@ def test_continuous_policy_returns_actions_in_bounds(artifacts):
         server.close()
 
 
+def test_discrete_and_tuple_observations_are_taken_as_the_env_gives_them(tmp_path):
+    # FrozenLake (Discrete(16)) and Blackjack (Tuple of three Discrete): the artifacts record the
+    # raw space, InferencePolicy and the server one-hot encode raw observations as training did.
+    lake = Trainer("dqn", env="FrozenLake-v1", seed=0, config=dict(learning_starts=50))
+    lake.train(total_timesteps=100)
+    export_inference(lake.algo, tmp_path / "lake")
+    jack = Trainer("ppo", env="Blackjack-v1", seed=0)
+    export_inference(jack.algo, tmp_path / "jack")
+    pol_lake, pol_jack = InferencePolicy.load(tmp_path / "lake"), InferencePolicy.load(tmp_path / "jack")
+    states = np.arange(16)
+    np.testing.assert_array_equal(pol_lake.act(states), lake.predict(states, deterministic=True))
+    assert pol_lake.act(np.int64(14)) == lake.predict(14, deterministic=True)
+    np.testing.assert_array_equal(pol_lake.act(np.eye(16, dtype=np.float32)), pol_lake.act(states))
+    hands = (np.array([14, 20, 4]), np.array([10, 1, 7]), np.array([0, 1, 0]))
+    np.testing.assert_array_equal(pol_jack.act(hands), jack.predict(hands, deterministic=True))
+    with pytest.raises(ValueError, match=r"Discrete\(16\)"):
+        pol_lake.act(np.int64(16))
+    server = Server(create_app(tmp_path / "lake", max_batch=20))
+    server_jack = Server(create_app(tmp_path / "jack"))
+    try:
+        assert server.request("POST", "/predict", {"obs": 14}) == (200, {"action": int(pol_lake.act(np.int64(14)))})
+        status, body = server.request("POST", "/predict", {"obs": states.tolist()})
+        assert status == 200 and body["action"] == pol_lake.act(states).tolist()
+        onehot = np.eye(16)[14].tolist()      # floats: the flat vector, as before
+        assert server.request("POST", "/predict", {"obs": onehot})[1] == {"action": int(pol_lake.act(np.int64(14)))}
+        status, body = server.request("POST", "/predict", {"obs": 16})
+        assert status == 422 and "Discrete(16)" in body["detail"]
+        assert server.request("GET", "/metadata")[1]["raw_observation_space"]["n"] == 16
+        assert server.request("POST", "/predict", {"obs": list(range(16)) * 2})[0] == 422   # over max_batch
+        status, body = server_jack.request("POST", "/predict", {"obs": [14, 10, 0]})
+        assert status == 200 and body["action"] == int(pol_jack.act((14, 10, 0)))
+        status, body = server_jack.request("POST", "/predict", {"obs": [[14, 10, 0], [20, 1, 1], [4, 7, 0]]})
+        assert status == 200 and body["action"] == pol_jack.act(hands).tolist()
+        status, body = server_jack.request("POST", "/predict", {"obs": [14, 10]})
+        assert status == 422 and "Tuple" in body["detail"]
+        assert server.request("GET", "/health") == (200, {"status": "ok"})
+    finally:
+        server.close()
+        server_jack.close()
+
+
 def test_create_app_refuses_bad_limits_and_missing_folders(tmp_path, artifacts):
     with pytest.raises(ValueError, match="max_batch must be an int >= 1, got 0"):
         create_app(artifacts / "cartpole", max_batch=0)
