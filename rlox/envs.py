@@ -251,9 +251,16 @@ def _env_fns(env_id_or_fns, n_envs: int | None, kwargs: dict) -> list[Callable[[
         target = env_id_or_fns.spec
     elif isinstance(env_id_or_fns, (str, gym.envs.registration.EnvSpec)):
         target = env_id_or_fns
+    elif callable(env_id_or_fns):
+        # One factory (``lambda: gym.make(...)``), called once per env, as SB3's make_vec_env takes.
+        if kwargs:
+            raise ValueError(f"env kwargs {sorted(kwargs)} were given with an env factory; pass them "
+                             "to the factory itself (lambda: gym.make(id, **kwargs))")
+        return [env_id_or_fns for _ in range(int(n_envs))]
     else:
-        raise TypeError("env_id_or_fns must be a gymnasium id, an EnvSpec, a gymnasium env or a "
-                        f"list of env factories, got {type(env_id_or_fns).__name__}")
+        raise TypeError("env_id_or_fns must be a gymnasium id, an EnvSpec, a gymnasium env, an env "
+                        "factory (a callable returning a gymnasium env) or a list of env factories, "
+                        f"got {type(env_id_or_fns).__name__}")
     return [lambda: gym.make(target, **kwargs) for _ in range(int(n_envs))]
 
 

@@ -144,8 +144,16 @@ def _make_eval_env_unflattened(env: Any, seed: int):
 
     if isinstance(env, gym.Env):
         return env, False
+    if callable(env) and not isinstance(env, str):
+        # An env factory, as training takes one: the env it makes is ours to close.
+        made = env()
+        if not isinstance(made, gym.Env):
+            raise TypeError(f"the env factory {getattr(env, '__name__', env)!r} returned "
+                            f"{type(made).__name__}, expected a gymnasium.Env")
+        return made, True
     if not isinstance(env, str):
-        raise TypeError(f"env must be an env id string or a gymnasium.Env, got {type(env).__name__}")
+        raise TypeError("env must be an env id string, a gymnasium.Env or an env factory (a callable "
+                        f"returning a gymnasium.Env), got {type(env).__name__}")
     try:
         from rlox.plugins import ENV_REGISTRY
     except ImportError:  # the registry module is optional for evaluation

@@ -105,3 +105,53 @@ def test_cuda_without_cuda_is_a_clear_error():
 def test_unknown_device_is_a_clear_error():
     with pytest.raises(ValueError, match=r"device='gpu0' is not a torch device"):
         PPO("CartPole-v1", device="gpu0")
+
+
+def _corridor_factory():
+    return gym.wrappers.TimeLimit(Corridor(), 10)
+
+
+def test_one_env_factory_trains_saves_loads_and_evaluates(tmp_path):
+    """``Trainer("ppo", env=lambda: ...)``, as SB3's make_vec_env takes one factory: it is called
+    once per env, evaluation calls it too, and the checkpoint is labelled with the env it makes."""
+    from rlox import Trainer
+    from rlox.evaluation import evaluate_policy
+
+    calls = []
+
+    def factory():
+        calls.append(1)
+        return _corridor_factory()
+
+    venv = make_vec_env(factory, 3, seed=0)
+    assert venv.num_envs == 3 and len(calls) == 3
+    assert len({id(e.unwrapped) for e in venv.envs.envs}) == 3
+    trainer = Trainer("ppo", env=_corridor_factory, n_envs=2, config={"n_steps": 16}, seed=0)
+    trainer.train(64)
+    result = evaluate_policy(trainer, _corridor_factory, n_episodes=2)
+    assert len(result["episode_rewards"]) == 2 and 0.0 <= result["mean_reward"] <= 10.0
+    path = tmp_path / "f.pt"
+    trainer.save(path)
+    assert torch.load(path, weights_only=True)["env_id"] == "Corridor"
+    loaded = PPO.load(path, env_id=_corridor_factory)
+    obs = np.random.default_rng(0).uniform(-1, 1, (4, 2)).astype(np.float32)
+    np.testing.assert_array_equal(loaded.predict(obs, deterministic=True),
+                                  trainer.predict(obs, deterministic=True))
+    sac = SAC(lambda: gym.make("Pendulum-v1"), learning_starts=8, batch_size=8, buffer_size=64, hidden=16)
+    sac.train(16)
+    assert sac.env_name == "Pendulum-v1"
+
+
+def test_a_factory_that_returns_no_env_and_kwargs_beside_a_factory_are_clear_errors():
+    from rlox.envs import GymVecEnv
+    from rlox.evaluation import evaluate_policy
+
+    with pytest.raises(ValueError, match=r"env kwargs \['g'\] were given with an env factory; pass them "
+                                         r"to the factory itself"):
+        GymVecEnv(lambda: gym.make("Pendulum-v1"), 2, g=9.0)
+    model = PPO(Corridor(), n_steps=8)
+    with pytest.raises(TypeError, match=r"the env factory 'not_an_env' returned int, expected a "
+                                        r"gymnasium.Env"):
+        def not_an_env():
+            return 3
+        evaluate_policy(model, not_an_env, n_episodes=1)
