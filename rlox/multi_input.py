@@ -209,6 +209,10 @@ def flatten_structured(env: gym.Env) -> gym.Env:
     """``env`` with its observations made one float vector where they are not already a Box:
     ``FlattenDictObservation`` for a Dict space, ``FlattenStructuredObservation`` for Discrete,
     MultiDiscrete, MultiBinary and Tuple spaces; Box envs are returned as they are."""
+    missing = [a for a in ("observation_space", "action_space", "reset", "step") if not hasattr(env, a)]
+    if missing:
+        raise TypeError(f"expected a gymnasium env, got {type(env).__name__} (no {', '.join(missing)}); "
+                        "an env factory must return an env, e.g. lambda: gym.make('CartPole-v1')")
     if isinstance(env.observation_space, spaces.Dict):
         return FlattenDictObservation(env)
     if isinstance(env.observation_space, _STRUCTURED):

@@ -149,6 +149,10 @@ def test_a_factory_that_returns_no_env_and_kwargs_beside_a_factory_are_clear_err
     with pytest.raises(ValueError, match=r"env kwargs \['g'\] were given with an env factory; pass them "
                                          r"to the factory itself"):
         GymVecEnv(lambda: gym.make("Pendulum-v1"), 2, g=9.0)
+    for algo in (PPO, SAC):
+        with pytest.raises(TypeError, match=r"expected a gymnasium env, got int \(no observation_space, "
+                                            r"action_space, reset, step\); an env factory must return an env"):
+            algo(lambda: 3)
     model = PPO(Corridor(), n_steps=8)
     with pytest.raises(TypeError, match=r"the env factory 'not_an_env' returned int, expected a "
                                         r"gymnasium.Env"):
