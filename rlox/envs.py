@@ -478,8 +478,8 @@ def _unknown_env_message(env_id: str) -> str:
 
 def env_label(env) -> str:
     """A string naming ``env`` for checkpoints and messages: the id, a gymnasium env's spec id, or
-    the class name of an unregistered env (for a list of factories: of the first one, when it is
-    an env class or an env)."""
+    the class name of an unregistered env, ``name()`` for a named factory (for a list of factories:
+    of the first one, when it is an env class or an env)."""
     if isinstance(env, str):
         return env
     if isinstance(env, (list, tuple)) and env:
@@ -489,6 +489,9 @@ def env_label(env) -> str:
         return "custom env (list of factories)"
     if isinstance(env, type):
         return env.__name__
+    if callable(env) and not hasattr(env, "reset"):
+        name = getattr(env, "__name__", "")      # a factory: named in messages, not by its type
+        return f"{name}()" if name.isidentifier() else "the env factory"
     spec = getattr(env, "spec", None)
     if spec is not None and getattr(spec, "id", None):
         return spec.id

@@ -124,11 +124,16 @@ class _ActorCritic(nn.Module):
     discrete: bool
 
     def __init__(self, obs_dim: int, hidden: int | Sequence[int], activation: str, ortho_init: bool,
-                 features: nn.Module | None = None):
+                 features: nn.Module | None = None, obs_shape: Sequence[int] | None = None):
         super().__init__()
         if isinstance(obs_dim, bool) or not isinstance(obs_dim, (int, np.integer)) or obs_dim < 1:
             raise ValueError(f"obs_dim must be an int >= 1, got {obs_dim!r}")
         self.obs_dim = int(obs_dim)
+        # A multi-dimensional Box that is not an image (e.g. (3, 4) floats): the MLPs flatten it
+        # (nn.Flatten first), as SB3's FlattenExtractor does.
+        self.obs_shape = tuple(int(d) for d in obs_shape) if obs_shape is not None else (self.obs_dim,)
+        if int(np.prod(self.obs_shape)) != self.obs_dim:
+            raise ValueError(f"obs_shape {self.obs_shape} does not hold obs_dim={self.obs_dim} values")
         self.activation = activation
         self.features = SharedFeatures(features) if features is not None else None
         if self.features is not None:
@@ -136,7 +141,11 @@ class _ActorCritic(nn.Module):
             self.critic = _linear_head(self.features, 1, 1.0, ortho_init)
         else:
             self.hidden = hidden_sizes(hidden)
-            self.critic = mlp(self.obs_dim, self.hidden, 1, activation, out_gain=1.0, ortho_init=ortho_init)
+            self.critic = self._mlp(1, activation, 1.0, ortho_init)
+
+    def _mlp(self, out_dim: int, activation: str, out_gain: float, ortho_init: bool) -> nn.Sequential:
+        net = mlp(self.obs_dim, self.hidden, out_dim, activation, out_gain=out_gain, ortho_init=ortho_init)
+        return nn.Sequential(nn.Flatten(), *net) if len(self.obs_shape) > 1 else net
 
     def get_value(self, obs: torch.Tensor) -> torch.Tensor:
         """State values ``[B]``."""
@@ -168,16 +177,16 @@ class DiscretePolicy(_ActorCritic):
     discrete = True
 
     def __init__(self, obs_dim: int, n_actions: int, hidden: int | Sequence[int] = 64,
-                 activation: str = "tanh", ortho_init: bool = True, features: nn.Module | None = None) -> None:
-        super().__init__(obs_dim, hidden, activation, ortho_init, features)
+                 activation: str = "tanh", ortho_init: bool = True, features: nn.Module | None = None,
+                 obs_shape: Sequence[int] | None = None) -> None:
+        super().__init__(obs_dim, hidden, activation, ortho_init, features, obs_shape)
         if isinstance(n_actions, bool) or not isinstance(n_actions, (int, np.integer)) or n_actions < 1:
             raise ValueError(f"n_actions must be an int >= 1, got {n_actions!r}")
         self.n_actions = int(n_actions)
         if self.features is not None:
             self.actor = _linear_head(self.features, self.n_actions, 0.01, ortho_init)
         else:
-            self.actor = mlp(self.obs_dim, self.hidden, self.n_actions, activation, out_gain=0.01,
-                             ortho_init=ortho_init)
+            self.actor = self._mlp(self.n_actions, activation, 0.01, ortho_init)
 
     def dist_params(self, obs: torch.Tensor) -> torch.Tensor:
         """Normalised log-probabilities of every action ``[B, n_actions]``."""
@@ -241,8 +250,9 @@ class ContinuousPolicy(_ActorCritic):
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: int | Sequence[int] = 64,
                  activation: str = "tanh", ortho_init: bool = True, log_std_init: float = 0.0,
-                 use_sde: bool = False, features: nn.Module | None = None) -> None:
-        super().__init__(obs_dim, hidden, activation, ortho_init, features)
+                 use_sde: bool = False, features: nn.Module | None = None,
+                 obs_shape: Sequence[int] | None = None) -> None:
+        super().__init__(obs_dim, hidden, activation, ortho_init, features, obs_shape)
         if isinstance(act_dim, bool) or not isinstance(act_dim, (int, np.integer)) or act_dim < 1:
             raise ValueError(f"act_dim must be an int >= 1, got {act_dim!r}")
         self.act_dim = int(act_dim)
@@ -250,8 +260,7 @@ class ContinuousPolicy(_ActorCritic):
         if self.features is not None:
             self.actor = _linear_head(self.features, self.act_dim, 0.01, ortho_init)
         else:
-            self.actor = mlp(self.obs_dim, self.hidden, self.act_dim, activation, out_gain=0.01,
-                             ortho_init=ortho_init)
+            self.actor = self._mlp(self.act_dim, activation, 0.01, ortho_init)
         shape = (self.hidden[-1], self.act_dim) if self.use_sde else (self.act_dim,)
         self.log_std = nn.Parameter(torch.full(shape, float(log_std_init)))
         self.sde_noise: torch.Tensor | None = None     # [n, latent, act_dim] (gSDE only)
@@ -357,9 +366,11 @@ def make_policy(observation_space: gym.Space, action_space: gym.Space, *, algori
         if use_sde:
             raise ValueError(f"{algorithm}: use_sde (gSDE) needs a continuous (Box) action space, "
                              f"got {action_space}")
-        return DiscretePolicy(obs_dim, int(action_space.n), hidden, activation, ortho_init, features=features)
+        return DiscretePolicy(obs_dim, int(action_space.n), hidden, activation, ortho_init, features=features,
+                              obs_shape=observation_space.shape)
     if isinstance(action_space, gym.spaces.Box):
         return ContinuousPolicy(obs_dim, int(np.prod(action_space.shape)), hidden, activation, ortho_init,
-                                log_std_init, use_sde, features=features)
+                                log_std_init, use_sde, features=features, obs_shape=observation_space.shape)
     raise TypeError(f"{algorithm} supports Discrete and Box action spaces, got {action_space}; "
-                    f"flatten a Dict/Tuple action space with a gymnasium wrapper first")
+                    f"map MultiDiscrete / MultiBinary / Dict / Tuple actions to one Discrete or Box space "
+                    f"with a gymnasium.ActionWrapper first")

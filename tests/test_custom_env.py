@@ -159,3 +159,47 @@ def test_a_factory_that_returns_no_env_and_kwargs_beside_a_factory_are_clear_err
         def not_an_env():
             return 3
         evaluate_policy(model, not_an_env, n_episodes=1)
+
+
+class SignGrid(gym.Env):
+    """A (3, 4) float observation that is not an image; reward 1 when the action is the sign of
+    obs[1, 2] (a one-step contextual bandit, 8 steps an episode)."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (3, 4), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.obs = self.np_random.uniform(-1, 1, (3, 4)).astype(np.float32)
+        return self.obs, {}
+
+    def step(self, action):
+        reward = float(int(action) == int(self.obs[1, 2] > 0))
+        self.t += 1
+        self.obs = self.np_random.uniform(-1, 1, (3, 4)).astype(np.float32)
+        return self.obs, reward, False, self.t >= 8, {}
+
+
+@pytest.mark.parametrize("algo,compiled", [("ppo", True), ("ppo", False), ("a2c", None), ("trpo", None)])
+def test_multi_dimensional_box_observations_are_flattened_by_the_mlp(tmp_path, algo, compiled):
+    """A (3, 4) float Box that is not an image trains (the MLPs start with nn.Flatten, as SB3's
+    FlattenExtractor), predicts single and batched observations, and exports."""
+    from rlox import Trainer
+    from rlox.artifacts import export_inference
+    from rlox.evaluation import evaluate_policy
+    from rlox.inference import InferencePolicy
+
+    config = {"n_steps": 64, "learning_rate": 3e-3} if algo != "trpo" else {"n_steps": 256}
+    if compiled is not None:
+        config["compiled_update"] = compiled
+    trainer = Trainer(algo, env=SignGrid, n_envs=4, config=config, seed=0)
+    if compiled is not None:
+        assert trainer.algo.compiled_update is compiled
+    trainer.train(6144)
+    assert evaluate_policy(trainer, SignGrid, n_episodes=8)["mean_reward"] >= 6.5     # random: 4
+    obs = np.random.default_rng(1).uniform(-1, 1, (16, 3, 4)).astype(np.float32)
+    batch = trainer.predict(obs, deterministic=True)
+    assert batch.shape == (16,) and trainer.predict(obs[0], deterministic=True) == batch[0]
+    export_inference(trainer.algo, tmp_path / "art")
+    np.testing.assert_array_equal(InferencePolicy.load(tmp_path / "art").act(obs), batch)

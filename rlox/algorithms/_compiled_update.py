@@ -63,6 +63,11 @@ def _kernel_optimizer(opt: torch.optim.Optimizer) -> dict[str, Any] | str:
             f"got {type(opt).__name__}")
 
 
+def _unshift(name: str) -> str:
+    head, index, rest = name.split(".", 2)
+    return f"{head}.{int(index) - 1}.{rest}"
+
+
 def compiled_update_unsupported(algo: Any) -> str | None:
     """Why ``PPOUpdateKernel`` cannot train ``algo``'s policy, or None when it can."""
     cfg = algo.config
@@ -152,6 +157,10 @@ class CompiledUpdateMixin:
         """Point every torch parameter at the kernel's buffer (current values copied in)."""
         views = self.update_kernel.parameters()
         named = dict(self.policy.named_parameters())
+        if len(getattr(self.policy, "obs_shape", ())) > 1:
+            # The MLPs of a multi-dimensional observation start with nn.Flatten (no parameters); the
+            # kernel reads the observations flat, so its layer k is the policy's layer k + 1.
+            named = {_unshift(k): p for k, p in named.items()}
         if list(named) != list(views) or any(tuple(p.shape) != views[k].shape for k, p in named.items()):
             raise RuntimeError(f"the policy's parameters {[(k, tuple(p.shape)) for k, p in named.items()]} "
                                f"do not match the update kernel's layout "
