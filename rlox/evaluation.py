@@ -147,7 +147,9 @@ def _make_eval_env_unflattened(env: Any, seed: int):
     if callable(env) and not isinstance(env, str):
         # An env factory, as training takes one: the env it makes is ours to close.
         made = env()
-        if not all(hasattr(made, a) for a in ("observation_space", "action_space", "reset", "step")):
+        from rlox.multi_input import missing_env_attributes
+
+        if missing_env_attributes(made):
             raise TypeError(f"the env factory {getattr(env, '__name__', env)!r} returned "
                             f"{type(made).__name__}, expected a gymnasium.Env")
         return made, True
@@ -169,7 +171,9 @@ def _make_eval_env_unflattened(env: Any, seed: int):
         return gym.make(env), True
     if ENV_REGISTRY is not None and env in ENV_REGISTRY:
         made = ENV_REGISTRY.get(env)()
-        if not all(hasattr(made, a) for a in ("observation_space", "action_space", "reset", "step")):
+        from rlox.multi_input import missing_env_attributes
+
+        if missing_env_attributes(made):
             raise TypeError(f"ENV_REGISTRY[{env!r}] returned {type(made).__name__}, expected a gymnasium.Env")
         return made, True
     try:

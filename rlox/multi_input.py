@@ -205,11 +205,16 @@ class FlattenStructuredObservation(gym.ObservationWrapper):
         return self.obs_layout.flatten(observation)
 
 
+def missing_env_attributes(obj: Any) -> list[str]:
+    """What ``obj`` lacks of a gymnasium env (checked by duck typing, as gymnasium's vector envs do)."""
+    return [a for a in ("observation_space", "action_space", "reset", "step") if not hasattr(obj, a)]
+
+
 def flatten_structured(env: gym.Env) -> gym.Env:
     """``env`` with its observations made one float vector where they are not already a Box:
     ``FlattenDictObservation`` for a Dict space, ``FlattenStructuredObservation`` for Discrete,
     MultiDiscrete, MultiBinary and Tuple spaces; Box envs are returned as they are."""
-    missing = [a for a in ("observation_space", "action_space", "reset", "step") if not hasattr(env, a)]
+    missing = missing_env_attributes(env)
     if missing:
         raise TypeError(f"expected a gymnasium env, got {type(env).__name__} (no {', '.join(missing)}); "
                         "an env factory must return an env, e.g. lambda: gym.make('CartPole-v1')")
